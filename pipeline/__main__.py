@@ -1,0 +1,3 @@
+from dayone.cli import main
+
+main()

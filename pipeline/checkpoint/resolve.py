@@ -1,0 +1,75 @@
+"""Resolve what the user names (a folder, or an HF Hub repo id with optional @revision) into an open Checkpoint.
+
+For a Hub repo only config.json, the index and the shard headers are fetched, never the tensor data: shards already
+in the local HF cache are read there; missing headers come from HTTP range requests (huggingface_hub's
+get_safetensors_metadata). HF_HUB_CACHE / HF_HOME and HF_HUB_OFFLINE are honoured by huggingface_hub itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dayone.checkpoint.reader import INDEX_NAME, SINGLE_NAME, Checkpoint, open_local
+from dayone.errors import InputError
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
+
+
+def open_checkpoint(source: str | Path, allow_pickle: bool = False) -> Checkpoint:
+    path = Path(source)
+    if path.exists():
+        return open_local(path, allow_pickle=allow_pickle, source=str(source))
+    text = str(source)
+    if REPO_ID.match(text):
+        repo_id, _, revision = text.partition("@")
+        return open_hub(repo_id, revision or None, allow_pickle)
+    raise InputError(f"{source}: no such folder, and not an HF repo id (owner/name[@revision])")
+
+
+def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False) -> Checkpoint:
+    """A Hub checkpoint through the local HF cache: metadata files are downloaded into it (or found there offline)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError, \
+        RevisionNotFoundError
+
+    source = f"{repo_id}@{revision}" if revision else repo_id
+    try:
+        config_path = Path(hf_hub_download(repo_id, "config.json", revision=revision))
+    except (RepositoryNotFoundError, RevisionNotFoundError) as err:
+        raise InputError(f"{source}: {type(err).__name__.replace('Error', '')}: not found on the Hub") from None
+    except LocalEntryNotFoundError:
+        raise InputError(f"{source}: config.json is not in the HF cache and the Hub cannot be reached "
+                         "(offline?)") from None
+    except EntryNotFoundError:
+        raise InputError(f"{source}: the repo has no config.json") from None
+    snapshot = config_path.parent
+    # The cache's snapshot files are symlinks into ../../blobs: trust the repo's cache folder, nothing outside it.
+    repo_cache = snapshot.parent.parent
+    for name in (INDEX_NAME, SINGLE_NAME):
+        try:
+            hf_hub_download(repo_id, name, revision=revision)
+            break
+        except (EntryNotFoundError, LocalEntryNotFoundError):
+            continue
+    if not (snapshot / INDEX_NAME).exists() and not (snapshot / SINGLE_NAME).exists():
+        raise InputError(f"{source}: neither {INDEX_NAME} nor {SINGLE_NAME} is available (not cached, or offline)")
+    if (snapshot / INDEX_NAME).exists():
+        _fetch_missing_headers(repo_id, revision, snapshot, source)
+    return open_local(snapshot, allow_pickle=allow_pickle, source=source, trust_root=repo_cache)
+
+
+def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, source: str) -> None:
+    """Headers are read from cached shard files; say plainly which are missing rather than download terabytes."""
+    import json
+
+    from huggingface_hub import constants
+
+    weight_map = json.loads((snapshot / INDEX_NAME).read_text()).get("weight_map", {})
+    missing = sorted({f for f in weight_map.values() if not (snapshot / f).exists()})
+    if not missing:
+        return
+    why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "dayone does not download shard data to inspect"
+    rev = f" --revision {revision}" if revision else ""
+    raise InputError(f"{source}: {len(missing)} shards (e.g. {missing[0]}) are not in the HF cache and {why}; "
+                     f"fetch them with `hf download {repo_id}{rev}`")

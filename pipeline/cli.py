@@ -1,0 +1,44 @@
+"""`integrate`: the command line. Each command lives in dayone/commands/<name>.py; this file only assembles them
+and turns bad input into one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dayone.errors import InputError
+
+
+class Integrate(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(InputError.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=Integrate, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dayone")
+def cli() -> None:
+    """dayone: day-one integration of new open-weight LLMs (spec, checkpoint, kernels, adapters, numerics, release)."""
+
+
+def _register() -> None:
+    from dayone.commands import inspect_cmd, plan_cmd, spec_cmd, synth_cmd
+
+    cli.add_command(spec_cmd.spec)
+    cli.add_command(inspect_cmd.inspect)
+    cli.add_command(plan_cmd.plan)
+    cli.add_command(synth_cmd.synth)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="integrate")

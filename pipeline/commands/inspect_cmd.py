@@ -1,0 +1,87 @@
+"""`integrate inspect CHECKPOINT`: headers only; spec summary, counts by dtype and role, coverage verdict."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import click
+from rich.table import Table
+
+from dayone.checkpoint import check_coverage, open_checkpoint
+from dayone.commands.output import console, emit_json, human_bytes
+from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.spec.manifest import build_manifest
+
+SHOWN = 12  # patterns listed per category in the human output; --json has all
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--spec", "spec_arg", help="Spec NAME or FILE (default: derived from the checkpoint's config.json).")
+@click.option("--allow-pickle", is_flag=True, help="Read .bin/.pt pickle weights (pickle can run code).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: bool) -> None:
+    """Inspect a checkpoint (folder or HF repo id[@revision]) against its spec.
+
+    Exit 0 when it holds exactly the spec's tensors, 1 when it does not, 2 when it cannot be read.
+    """
+    ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle)
+    spec = spec_for_checkpoint(ckpt, spec_arg)
+    manifest = build_manifest(spec)
+    coverage = check_coverage(manifest, ckpt)
+
+    by_dtype: Counter[str] = Counter()
+    count_by_dtype: Counter[str] = Counter()
+    for _, info in ckpt.tensors.values():
+        by_dtype[info.dtype] += info.end - info.begin
+        count_by_dtype[info.dtype] += 1
+    by_role: Counter[str] = Counter()
+    found = ckpt.tensors
+    for t in manifest.tensors:
+        hit = found.get(t.name)
+        if hit is not None:
+            by_role[t.role.split(".")[0]] += hit[1].end - hit[1].begin
+    report = {
+        "ok": coverage.ok,
+        "checkpoint": ckpt.source,
+        "spec": spec.name,
+        "architecture": spec.hf.architecture,
+        "num_layers": spec.num_layers,
+        "shards": len(ckpt.shards),
+        "tensors": len(ckpt.tensors),
+        "bytes": sum(by_dtype.values()),
+        "expected_tensors": len(manifest),
+        "expected_bytes": manifest.nbytes,
+        "by_dtype": {d: {"tensors": count_by_dtype[d], "bytes": b} for d, b in sorted(by_dtype.items())},
+        "bytes_by_role": dict(sorted(by_role.items())),
+        **coverage.as_dict(),
+    }
+    if as_json:
+        emit_json(report)
+    else:
+        _print(report)
+    raise SystemExit(0 if coverage.ok else 1)
+
+
+def _print(r: dict) -> None:
+    console.print(f"[bold]{r['checkpoint']}[/]: spec {r['spec']} ({r['architecture']}, {r['num_layers']} layers)")
+    console.print(f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "
+                  f"(spec expects {r['expected_tensors']:,} tensors, {human_bytes(r['expected_bytes'])})")
+    table = Table("dtype", "tensors", "bytes")
+    for dtype, row in r["by_dtype"].items():
+        table.add_row(dtype, f"{row['tensors']:,}", human_bytes(row["bytes"]))
+    console.print(table)
+    roles = Table("role", "bytes")
+    for role, n in r["bytes_by_role"].items():
+        roles.add_row(role, human_bytes(n))
+    console.print(roles)
+    for label, items in (("missing", r["missing"]), ("unexpected", r["unexpected"]),
+                         ("wrong shape", r["mismatched"]["shape"]), ("wrong dtype", r["mismatched"]["dtype"])):
+        if items:
+            console.print(f"[red]{label}[/] ({len(items)} patterns):", markup=True)
+            for item in items[:SHOWN]:
+                console.print(f"  {item}", markup=False)
+            if len(items) > SHOWN:
+                console.print(f"  ... {len(items) - SHOWN} more (see --json)")
+    console.print("[green]covered: every tensor present with its shape and dtype[/]" if r["ok"]
+                  else "[red]NOT covered[/]")

@@ -1,0 +1,43 @@
+"""How commands print: rich tables for people, one JSON document on stdout with --json, atomic file writes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+console = Console(highlight=False)
+
+
+def emit_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text to path via a temporary sibling and a rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1000
+    return f"{n}"
+
+
+def human_count(n: float) -> str:
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(n)

@@ -1,0 +1,117 @@
+"""`integrate spec list|show|derive|schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from dayone.checkpoint.reader import open_local, read_config
+from dayone.commands.output import console, emit_json, human_count, write_atomic
+from dayone.commands.spec_source import slug, spec_for_checkpoint
+from dayone.errors import InputError
+from dayone.spec.derive import derive_spec
+from dayone.spec.layout import to_expression
+from dayone.spec.manifest import build_manifest
+from dayone.spec.params import count_params
+from dayone.spec.registry import json_schema, list_specs, load_spec, spec_to_yaml
+from dayone.spec.schema import ModelSpec
+
+
+@click.group()
+def spec() -> None:
+    """Model specs: the shipped ones, and those derived from an HF config.json."""
+
+
+@spec.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_cmd(as_json: bool) -> None:
+    """List the shipped specs."""
+    rows = []
+    for name in list_specs():
+        s = load_spec(name)
+        rows.append({"name": name, "architecture": s.hf.architecture, "num_layers": s.num_layers})
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("name", "architecture", "layers")
+    for r in rows:
+        table.add_row(r["name"], r["architecture"], str(r["num_layers"]))
+    console.print(table)
+
+
+def summarize(s: ModelSpec) -> dict:
+    counts = count_params(s, build_manifest(s))
+    return {
+        "name": s.name,
+        "architecture": s.hf.architecture,
+        "num_layers": s.num_layers,
+        "attention_layout": to_expression(s.attention_kinds),
+        "ffn_layout": to_expression(s.ffn_kinds),
+        "layers": [{"index": l.index, "attention": l.attention, "ffn": l.ffn, "snapshot": l.snapshot} for l in s.layers],
+        "params": {"total": counts.total, "activated": counts.activated, "language": counts.language,
+                   "passthrough": counts.passthrough},
+        "spec": s.model_dump(mode="json"),
+    }
+
+
+@spec.command("show")
+@click.argument("name_or_file")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(name_or_file: str, as_json: bool) -> None:
+    """Show a spec: layer table, parameters, every field."""
+    s = load_spec(name_or_file)
+    summary = summarize(s)
+    if as_json:
+        emit_json(summary)
+        return
+    p = summary["params"]
+    console.print(f"[bold]{s.name}[/] ({s.hf.architecture}): {s.num_layers} layers, "
+                  f"{human_count(p['total'])} parameters, {human_count(p['activated'])} activated per token")
+    console.print(f"  attention: {summary['attention_layout']}   "
+                  f"({s.attention_kinds.count('kda')} kda, {s.attention_kinds.count('mla')} mla)")
+    console.print(f"  ffn:       {summary['ffn_layout']}")
+    if s.residual.kind == "attention":
+        snaps = [l.index for l in s.layers if l.snapshot]
+        console.print(f"  attention residuals: block {s.residual.block_size}, snapshots at layers {snaps}")
+    console.print(spec_to_yaml(s), markup=False)
+
+
+@spec.command("derive")
+@click.argument("source")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the YAML here.")
+@click.option("--name", help="Spec name (default: from the folder or file name).")
+def derive(source: str, output: Path | None, name: str | None) -> None:
+    """Derive a spec from an HF config.json or a checkpoint folder."""
+    path = Path(source)
+    if path.is_dir():
+        checkpoint = open_local(path, source=source)
+        s = spec_for_checkpoint(checkpoint, None)
+        if name:
+            s = s.model_copy(update={"name": name})
+    elif path.is_file():
+        config = read_config(path)
+        default = path.parent.name if path.name == "config.json" else path.stem
+        s = derive_spec(config, name or slug(default), where=str(path))
+    else:
+        raise InputError(f"{source}: no such file or folder")
+    text = spec_to_yaml(s)
+    if output:
+        write_atomic(output, text)
+        console.print(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+
+
+@spec.command("schema")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the schema here.")
+def schema(output: Path | None) -> None:
+    """Export the JSON schema of spec files (for editors)."""
+    text = json.dumps(json_schema(), indent=2) + "\n"
+    if output:
+        write_atomic(output, text)
+    else:
+        click.echo(text, nl=False)
+

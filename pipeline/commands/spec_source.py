@@ -1,0 +1,25 @@
+"""Where a command's spec comes from: a shipped name, a spec file, or derived from a checkpoint's config.json."""
+
+from __future__ import annotations
+
+from dayone.checkpoint.reader import Checkpoint
+from dayone.spec.derive import derive_spec
+from dayone.spec.registry import load_spec
+from dayone.spec.schema import ModelSpec
+
+
+def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSpec:
+    if spec_arg:
+        return load_spec(spec_arg)
+    name = _name_from(checkpoint)
+    return derive_spec(checkpoint.config, name, tensor_names=set(checkpoint.tensors),
+                       num_shards=len(checkpoint.shards) or None, where=f"{checkpoint.source}/config.json")
+
+
+def _name_from(checkpoint: Checkpoint) -> str:
+    return slug(checkpoint.source.split("@")[0].rstrip("/").split("/")[-1])
+
+
+def slug(text: str) -> str:
+    """A spec name (lowercase letters, digits, '.', '-') made from a folder or file name."""
+    return "".join(c if c.isalnum() or c in ".-" else "-" for c in text.lower()).strip("-.") or "model"

@@ -1,0 +1,225 @@
+"""The tensor manifest: every tensor a checkpoint of a spec holds, with shape, dtype and role.
+
+This is the single source of truth for every later loader, converter and coverage check. Names are the
+checkpoint's own (prefixes, `block_sparse_moe`, w1/w2/w3, MXFP4 `weight_packed` / `weight_scale` pairs).
+
+Roles are dotted ("kda.q_proj", "moe.expert.down.scale"); `checkpoint.float32` in the spec lists role prefixes
+that are stored in float32 whatever the checkpoint dtype. A K3 manifest has ~500k entries, so entries are plain
+tuples built in one pass, not pydantic objects.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from dayone.spec.schema import ModelSpec
+
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "BOOL": 1,
+               "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E8M0": 1, "F4": 1}
+SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+
+
+class Tensor(NamedTuple):
+    """One checkpoint tensor. layer is the 0-based layer index (None for global and passthrough tensors);
+    expert is the routed expert index (None elsewhere)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # safetensors dtype string: BF16, F32, U8, ...
+    role: str
+    layer: int | None = None
+    expert: int | None = None
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    spec_name: str
+    tensors: tuple[Tensor, ...]
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+    def by_name(self) -> dict[str, Tensor]:
+        return {t.name: t for t in self.tensors}
+
+    def bytes_by_dtype(self) -> dict[str, int]:
+        totals: Counter[str] = Counter()
+        for t in self.tensors:
+            totals[t.dtype] += t.nbytes
+        return dict(totals)
+
+
+def build_manifest(spec: ModelSpec) -> Manifest:
+    """Every tensor of a checkpoint of `spec`, in checkpoint order (globals, layers in order, passthrough)."""
+    out: list[Tensor] = []
+    store = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
+    fp32_roles = tuple(spec.checkpoint.float32)
+
+    def dtype_of(role: str) -> str:
+        for prefix in fp32_roles:
+            if role == prefix or role.startswith(prefix + "."):
+                return "F32"
+        return store
+
+    def add(name: str, shape: tuple[int, ...], role: str, layer: int | None = None, dtype: str | None = None) -> None:
+        out.append(Tensor(name, shape, dtype or dtype_of(role), role, layer))
+
+    p, D = spec.checkpoint.prefix, spec.hidden_size
+    add(f"{p}embed_tokens.weight", (spec.vocab_size, D), "embed")
+    add(f"{p}norm.weight", (D,), "final_norm")
+    if spec.residual.kind == "attention":
+        add(f"{p}output_attn_res_norm.weight", (D,), "output_res.norm")
+        add(f"{p}output_attn_res_proj.weight", (1, D), "output_res.proj")
+    if not spec.tie_word_embeddings:
+        add(spec.checkpoint.lm_head, (spec.vocab_size, D), "lm_head")
+
+    for layer in spec.layers:
+        i = layer.index
+        lp = f"{p}layers.{i}."
+        add(f"{lp}input_layernorm.weight", (D,), "input_norm", i)
+        add(f"{lp}post_attention_layernorm.weight", (D,), "post_attention_norm", i)
+        if spec.residual.kind == "attention":
+            add(f"{lp}self_attention_res_norm.weight", (D,), "attn_res.norm", i)
+            add(f"{lp}mlp_res_norm.weight", (D,), "mlp_res.norm", i)
+            add(f"{lp}self_attention_res_proj.weight", (1, D), "attn_res.proj", i)
+            add(f"{lp}mlp_res_proj.weight", (1, D), "mlp_res.proj", i)
+        if layer.attention == "kda":
+            _kda(spec, f"{lp}self_attn.", i, add)
+        else:
+            _mla(spec, f"{lp}self_attn.", i, add)
+        if layer.ffn == "dense":
+            _mlp(f"{lp}{spec.checkpoint.dense_block}.", spec.dense_intermediate_size, D, "mlp", i, add)  # type: ignore[arg-type]
+        else:
+            _moe(spec, f"{lp}{spec.checkpoint.moe_block}.", i, add, out)
+
+    if spec.passthrough is not None and spec.passthrough.vision is not None:
+        _vision(spec, add)
+    return Manifest(spec.name, tuple(out))
+
+
+def _kda(spec: ModelSpec, ap: str, i: int, add) -> None:
+    kda, D = spec.kda, spec.hidden_size
+    assert kda is not None
+    HK = kda.num_heads * kda.head_dim
+    for x in ("q", "k", "v"):
+        add(f"{ap}{x}_proj.weight", (HK, D), f"kda.{x}_proj", i)
+    for x in ("q", "k", "v"):
+        add(f"{ap}{x}_conv1d.weight", (HK, 1, kda.conv_kernel_size), f"kda.conv.{x}", i)
+    add(f"{ap}f_a_proj.weight", (kda.gate.rank, D), "kda.f_a", i)
+    add(f"{ap}f_b_proj.weight", (HK, kda.gate.rank), "kda.f_b", i)
+    add(f"{ap}b_proj.weight", (kda.num_heads, D), "kda.b_proj", i)
+    add(f"{ap}A_log", tuple(kda.a_log_shape), "kda.a_log", i)
+    add(f"{ap}dt_bias", (HK,), "kda.dt_bias", i)
+    if kda.output_gate.kind == "low_rank":
+        add(f"{ap}g_a_proj.weight", (kda.output_gate.rank, D), "kda.g_a", i)
+        add(f"{ap}g_b_proj.weight", (HK, kda.output_gate.rank), "kda.g_b", i)
+    else:
+        add(f"{ap}g_proj.weight", (HK, D), "kda.g_proj", i)
+    add(f"{ap}o_norm.weight", (kda.head_dim,), "kda.o_norm", i)
+    add(f"{ap}o_proj.weight", (D, HK), "kda.o_proj", i)
+
+
+def _mla(spec: ModelSpec, ap: str, i: int, add) -> None:
+    mla, D = spec.mla, spec.hidden_size
+    assert mla is not None
+    H = mla.num_heads
+    if mla.q_lora_rank is not None:
+        add(f"{ap}q_a_proj.weight", (mla.q_lora_rank, D), "mla.q_a", i)
+        add(f"{ap}q_a_layernorm.weight", (mla.q_lora_rank,), "mla.q_a_norm", i)
+        add(f"{ap}q_b_proj.weight", (H * mla.qk_head_dim, mla.q_lora_rank), "mla.q_b", i)
+    else:
+        add(f"{ap}q_proj.weight", (H * mla.qk_head_dim, D), "mla.q_proj", i)
+    add(f"{ap}kv_a_proj_with_mqa.weight", (mla.kv_lora_rank + mla.qk_rope_head_dim, D), "mla.kv_a", i)
+    add(f"{ap}kv_a_layernorm.weight", (mla.kv_lora_rank,), "mla.kv_a_norm", i)
+    add(f"{ap}kv_b_proj.weight", (H * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank), "mla.kv_b", i)
+    if mla.output_gate:
+        add(f"{ap}g_proj.weight", (H * mla.v_head_dim, D), "mla.g_proj", i)
+    add(f"{ap}o_proj.weight", (D, H * mla.v_head_dim), "mla.o_proj", i)
+
+
+def _mlp(mp: str, intermediate: int, width: int, role: str, i: int, add) -> None:
+    add(f"{mp}gate_proj.weight", (intermediate, width), f"{role}.gate", i)
+    add(f"{mp}up_proj.weight", (intermediate, width), f"{role}.up", i)
+    add(f"{mp}down_proj.weight", (width, intermediate), f"{role}.down", i)
+
+
+def _moe(spec: ModelSpec, mp: str, i: int, add, out: list[Tensor]) -> None:
+    moe, D = spec.moe, spec.hidden_size
+    assert moe is not None
+    add(f"{mp}gate.weight", (moe.num_experts, D), "moe.router", i)
+    if moe.router.correction_bias:
+        add(f"{mp}gate.e_score_correction_bias", (moe.num_experts,), "moe.correction_bias", i)
+    W = spec.moe_width
+    if moe.latent_size is not None:
+        add(f"{mp}routed_expert_down_proj.weight", (W, D), "moe.latent_down", i)
+        if moe.latent_norm:
+            add(f"{mp}routed_expert_norm.weight", (W,), "moe.latent_norm", i)
+        add(f"{mp}routed_expert_up_proj.weight", (D, W), "moe.latent_up", i)
+    if moe.num_shared_experts:
+        _mlp(f"{mp}shared_experts.", moe.shared_intermediate_size, D, "moe.shared", i, add)
+
+    # Experts dominate the count (896 x 6 per K3 layer): build their tuples directly.
+    I, names = moe.expert_intermediate_size, spec.checkpoint.experts
+    shapes = {"gate": (I, W), "up": (I, W), "down": (W, I)}
+    q = spec.quantization
+    if q is None:
+        dtype = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
+        parts = [(getattr(names, proj), ".weight", shapes[proj], dtype, f"moe.expert.{proj}")
+                 for proj in ("gate", "down", "up")]
+    else:
+        parts = []
+        for proj in ("gate", "down", "up"):
+            rows, cols = shapes[proj]
+            parts.append((getattr(names, proj), ".weight_packed", (rows, cols // 2), "U8", f"moe.expert.{proj}.packed"))
+            parts.append((getattr(names, proj), ".weight_scale", (rows, cols // q.group_size), "U8",
+                          f"moe.expert.{proj}.scale"))
+    # w1, w2, w3 order as the release lists them (gate, down, up by the default names).
+    parts.sort(key=lambda part: part[0])
+    for e in range(moe.num_experts):
+        ep = f"{mp}experts.{e}."
+        for proj_name, suffix, shape, dtype, role in parts:
+            out.append(Tensor(f"{ep}{proj_name}{suffix}", shape, dtype, role, i, e))
+
+
+def _vision(spec: ModelSpec, add) -> None:
+    """MoonViT and its patch-merger projector, named as the K3 release names them."""
+    v = spec.passthrough.vision  # type: ignore[union-attr]
+    assert v is not None
+    dtype = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
+    d = v.hidden_size
+
+    def pt(name: str, shape: tuple[int, ...]) -> None:
+        add(name, shape, "passthrough.vision", None, dtype)
+
+    pt("vision_tower.patch_embed.proj.weight", (d, 3, v.patch_size, v.patch_size))
+    pt("vision_tower.patch_embed.pos_emb.weight", (v.pos_emb_height, v.pos_emb_width, d))
+    for b in range(v.num_layers):
+        bp = f"vision_tower.encoder.blocks.{b}."
+        pt(f"{bp}wqkv.weight", (3 * v.qkv_hidden_size, d))
+        pt(f"{bp}wo.weight", (d, v.qkv_hidden_size))
+        pt(f"{bp}norm0.weight", (d,))
+        pt(f"{bp}norm1.weight", (d,))
+        pt(f"{bp}mlp.fc0.weight", (v.intermediate_size, d))
+        pt(f"{bp}mlp.fc1.weight", (d, v.intermediate_size))
+    pt("vision_tower.encoder.final_layernorm.weight", (d,))
+    merged = v.mm_hidden_size * v.merge_kernel_size[0] * v.merge_kernel_size[1]
+    pt("mm_projector.proj.0.weight", (merged, merged))
+    pt("mm_projector.proj.2.weight", (spec.hidden_size, merged))
+    pt("mm_projector.post_norm.weight", (spec.hidden_size,))

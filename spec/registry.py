@@ -1,0 +1,68 @@
+"""Shipped specs (spec/models/*.yaml) and spec files: list, load by NAME or FILE, write back as YAML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from dayone.errors import InputError
+from dayone.spec.schema import ModelSpec
+
+MODELS_DIR = Path(__file__).parent / "models"
+
+
+def list_specs() -> list[str]:
+    """Names of the shipped specs."""
+    return sorted(p.stem for p in MODELS_DIR.glob("*.yaml"))
+
+
+def validation_message(err: ValidationError, where: str) -> str:
+    """The first pydantic error as one line: file, field path, what is wrong."""
+    first = err.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{where}: {loc}: {first['msg']}{more}"
+
+
+def parse_spec(data: object, where: str) -> ModelSpec:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: a spec must be a mapping of fields")
+    try:
+        return ModelSpec.model_validate(data)
+    except ValidationError as err:
+        raise InputError(validation_message(err, where)) from None
+
+
+def load_spec(name_or_file: str | Path) -> ModelSpec:
+    """A shipped spec by name (`kimi-k3`) or a YAML/JSON spec file by path."""
+    path = Path(name_or_file)
+    if not path.suffix and (MODELS_DIR / f"{name_or_file}.yaml").is_file():
+        path = MODELS_DIR / f"{name_or_file}.yaml"
+    if not path.is_file():
+        raise InputError(f"{name_or_file}: no such spec (shipped: {', '.join(list_specs())}) and no such file")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read: {err}") from None
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
+                         f"{str(err).splitlines()[0]}") from None
+    return parse_spec(data, str(path))
+
+
+def spec_to_dict(spec: ModelSpec) -> dict:
+    """The spec as plain data, defaults left out so the YAML stays as short as a hand-written one."""
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def spec_to_yaml(spec: ModelSpec) -> str:
+    return yaml.safe_dump(spec_to_dict(spec), sort_keys=False, default_flow_style=None, width=120)
+
+
+def json_schema() -> dict:
+    """The JSON schema editors use to check spec files (spec/schema.json is this, written out)."""
+    return ModelSpec.model_json_schema()

@@ -1,0 +1,329 @@
+"""The spec language: one pydantic model per part of an architecture, YAML on disk, JSON schema for editors.
+
+A ModelSpec describes field for field what the checkpoint holds and what the math is; everything else in dayone
+(manifest, planner, model, kernels, adapters) reads it and nothing else. Checkpoint quirks (1-based layer lists,
+A_log padding, MXFP4 pairs, name prefixes) are described here as data and translated at the loading boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from dayone.spec.layout import from_index_lists, parse_expression
+
+AttentionKind = Literal["kda", "mla"]
+FFNKind = Literal["dense", "moe"]
+DType = Literal["bfloat16", "float16", "float32"]
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors: a typo in a spec must not silently become a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KDAGate(Strict):
+    """The per-channel log-decay. plain: -exp(A_log) * softplus(g + dt_bias);
+    safe: lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), which keeps the decay inside (lower_bound, 0)."""
+
+    kind: Literal["plain", "safe"]
+    lower_bound: float | None = None
+    rank: int = Field(gt=0, description="width of f_a_proj, the low-rank factor of the raw gate")
+
+    @model_validator(mode="after")
+    def _bound_matches_kind(self) -> KDAGate:
+        if self.kind == "safe" and (self.lower_bound is None or self.lower_bound >= 0):
+            raise ValueError("a safe gate needs a negative lower_bound")
+        if self.kind == "plain" and self.lower_bound is not None:
+            raise ValueError("a plain gate has no lower_bound")
+        return self
+
+
+class KDAOutputGate(Strict):
+    """sigmoid(gate(x)) multiplies the normed output: low_rank is g_b_proj(g_a_proj(x)), full_rank is g_proj(x)."""
+
+    kind: Literal["low_rank", "full_rank"]
+    rank: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _rank_matches_kind(self) -> KDAOutputGate:
+        if (self.kind == "low_rank") != (self.rank is not None):
+            raise ValueError("rank is required for a low_rank output gate and forbidden for full_rank")
+        return self
+
+
+class KDASpec(Strict):
+    """Kimi Delta Attention: gated delta rule with per-channel decay, short convs on q/k/v, gated RMSNorm out."""
+
+    num_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    conv_kernel_size: int = Field(gt=0)
+    gate: KDAGate
+    output_gate: KDAOutputGate
+    a_log_shape: tuple[int, ...] = Field(description="A_log as stored; entries past num_heads are padding and must be 0")
+    norm_eps: float = Field(gt=0, description="eps of the per-head o_norm")
+
+    @model_validator(mode="after")
+    def _a_log_holds_every_head(self) -> KDASpec:
+        size = 1
+        for d in self.a_log_shape:
+            size *= d
+        if size < self.num_heads:
+            raise ValueError(f"a_log_shape {list(self.a_log_shape)} holds {size} values, fewer than num_heads")
+        return self
+
+    @property
+    def a_log_padding(self) -> int:
+        size = 1
+        for d in self.a_log_shape:
+            size *= d
+        return size - self.num_heads
+
+
+class MLASpec(Strict):
+    """Multi-head latent attention. With nope=True the 'rope' dims are used unrotated (no positional encoding)."""
+
+    num_heads: int = Field(gt=0)
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    kv_lora_rank: int = Field(gt=0)
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)
+    v_head_dim: int = Field(gt=0)
+    nope: bool = True
+    output_gate: bool = False
+    norm_eps: float = Field(gt=0, description="eps of q_a_layernorm and kv_a_layernorm")
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+class Activation(Strict):
+    """silu: silu(gate) * up. situ: beta*tanh(gate/beta)*sigmoid(gate) * linear_beta*tanh(up/linear_beta)."""
+
+    kind: Literal["silu", "situ"]
+    beta: float | None = None
+    linear_beta: float | None = None
+
+    @model_validator(mode="after")
+    def _betas_match_kind(self) -> Activation:
+        if self.kind == "situ" and (self.beta is None or self.linear_beta is None):
+            raise ValueError("situ needs beta and linear_beta")
+        if self.kind == "silu" and (self.beta is not None or self.linear_beta is not None):
+            raise ValueError("silu takes no betas")
+        return self
+
+
+class RouterSpec(Strict):
+    """Sigmoid (or softmax) scores; top-k chosen on score + correction bias; weights from the unbiased scores."""
+
+    activation: Literal["sigmoid", "softmax"]
+    correction_bias: bool
+    renormalize: bool
+    scaling_factor: float
+    num_groups: int = Field(gt=0)
+    topk_groups: int = Field(gt=0)
+
+
+class MoESpec(Strict):
+    num_experts: int = Field(gt=0)
+    experts_per_token: int = Field(gt=0)
+    expert_intermediate_size: int = Field(gt=0)
+    num_shared_experts: int = Field(ge=0)
+    shared_intermediate_size: int = Field(ge=0, description="total width of the shared experts, fused")
+    latent_size: int | None = Field(default=None, gt=0, description="routed experts run in this width (latent MoE)")
+    latent_norm: bool = False
+    router: RouterSpec
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MoESpec:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token exceeds num_experts")
+        if self.latent_norm and self.latent_size is None:
+            raise ValueError("latent_norm needs latent_size")
+        if (self.num_shared_experts == 0) != (self.shared_intermediate_size == 0):
+            raise ValueError("shared_intermediate_size must be 0 exactly when there are no shared experts")
+        return self
+
+
+class ResidualSpec(Strict):
+    """plain: x + sublayer(x). attention: attention residuals over a bank of block snapshots (block_size layers)."""
+
+    kind: Literal["plain", "attention"]
+    block_size: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _block_matches_kind(self) -> ResidualSpec:
+        if (self.kind == "attention") != (self.block_size is not None):
+            raise ValueError("block_size is required for attention residuals and forbidden for plain")
+        return self
+
+
+class ExpertNames(Strict):
+    gate: str = "w1"
+    up: str = "w3"
+    down: str = "w2"
+
+
+class CheckpointNaming(Strict):
+    """Where tensors live in the checkpoint and how they are stored."""
+
+    prefix: str = Field(description="prefix of the language model's tensors, e.g. 'model.' or 'language_model.model.'")
+    lm_head: str = Field(description="full name of the output head tensor")
+    moe_block: str = "block_sparse_moe"
+    dense_block: str = Field(default="mlp", description="module name of the dense layers' MLP")
+    experts: ExpertNames = ExpertNames()
+    dtype: DType = "bfloat16"
+    float32: tuple[str, ...] = Field(
+        default=(), description="roles stored in float32 whatever the checkpoint dtype (see manifest roles)"
+    )
+
+
+class QuantizationSpec(Strict):
+    """compressed-tensors MXFP4 on the routed experts: weight_packed U8 [out, in/2] + weight_scale U8 [out, in/32]."""
+
+    method: Literal["compressed-tensors"]
+    format: Literal["mxfp4-pack-quantized"]
+    num_bits: Literal[4] = 4
+    group_size: int = Field(gt=0)
+    scale_dtype: Literal["uint8"] = "uint8"
+    ignore: tuple[str, ...] = ()
+
+
+class VisionTower(Strict):
+    """MoonViT dims: enough to name and size the tensors an integration passes through untouched."""
+
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    intermediate_size: int = Field(gt=0)
+    qkv_hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    patch_size: int = Field(gt=0)
+    pos_emb_height: int = Field(gt=0)
+    pos_emb_width: int = Field(gt=0)
+    pos_emb_time: int = Field(gt=0)
+    merge_kernel_size: tuple[int, int]
+    mm_hidden_size: int = Field(gt=0)
+
+
+class Passthrough(Strict):
+    """Tensors a text-only integration keeps as-is (vision tower, projector), under these prefixes."""
+
+    prefixes: tuple[str, ...]
+    vision: VisionTower | None = None
+
+
+class TokenIds(Strict):
+    bos: int | None = None
+    eos: int | None = None
+    pad: int | None = None
+    media_placeholder: int | None = None
+
+
+class HFIdentity(Strict):
+    """How Hugging Face names this model: the top-level architecture and model_type, and the text model's."""
+
+    architecture: str
+    model_type: str
+    text_model_type: str | None = None  # set for composite (multimodal) configs with a text_config
+    text_architecture: str | None = None
+
+
+class Layout(Strict):
+    """Per-layer kinds, as an expression ("23 x [kda kda kda mla] + [mla]") or 1-based lists ({kda: [...], mla: [...]})."""
+
+    attention: str | dict[AttentionKind, list[int]]
+    ffn: str | dict[FFNKind, list[int]]
+
+
+class Release(Strict):
+    """Facts of a published checkpoint that are not architecture: its repo and shard count."""
+
+    repo: str | None = None
+    num_shards: int | None = Field(default=None, gt=0)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One row of the layer table. snapshot: attention residuals append the prefix to the bank at this layer."""
+
+    index: int
+    attention: AttentionKind
+    ffn: FFNKind
+    snapshot: bool
+
+
+class ModelSpec(Strict):
+    """A whole architecture. See spec/models/*.yaml for the shipped ones."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    hf: HFIdentity
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    vocab_size: int = Field(gt=0)
+    max_position_embeddings: int = Field(gt=0)
+    norm_eps: float = Field(gt=0)
+    tie_word_embeddings: bool = False
+    layout: Layout
+    activation: Activation
+    residual: ResidualSpec
+    kda: KDASpec | None = None
+    mla: MLASpec | None = None
+    dense_intermediate_size: int | None = Field(default=None, gt=0)
+    moe: MoESpec | None = None
+    checkpoint: CheckpointNaming
+    quantization: QuantizationSpec | None = None
+    passthrough: Passthrough | None = None
+    token_ids: TokenIds = TokenIds()
+    release: Release = Release()
+
+    @model_validator(mode="after")
+    def _parts_match_layout(self) -> ModelSpec:
+        attention, ffn = self.attention_kinds, self.ffn_kinds
+        for name, kinds in (("layout.attention", attention), ("layout.ffn", ffn)):
+            if len(kinds) != self.num_layers:
+                raise ValueError(f"{name} gives {len(kinds)} layers but num_layers is {self.num_layers}")
+        if "kda" in attention and self.kda is None:
+            raise ValueError("the layout has kda layers but the spec has no kda section")
+        if "mla" in attention and self.mla is None:
+            raise ValueError("the layout has mla layers but the spec has no mla section")
+        if "moe" in ffn and self.moe is None:
+            raise ValueError("the layout has moe layers but the spec has no moe section")
+        if "dense" in ffn and self.dense_intermediate_size is None:
+            raise ValueError("the layout has dense layers but dense_intermediate_size is not set")
+        if self.quantization is not None and self.moe is None:
+            raise ValueError("quantization of routed experts needs a moe section")
+        return self
+
+    @cached_property
+    def attention_kinds(self) -> tuple[str, ...]:
+        return _expand(self.layout.attention, ("kda", "mla"), self.num_layers, "layout.attention")
+
+    @cached_property
+    def ffn_kinds(self) -> tuple[str, ...]:
+        return _expand(self.layout.ffn, ("dense", "moe"), self.num_layers, "layout.ffn")
+
+    @cached_property
+    def layers(self) -> tuple[Layer, ...]:
+        """The layer table, 0-based."""
+        block = self.residual.block_size
+        return tuple(
+            Layer(i, self.attention_kinds[i], self.ffn_kinds[i], block is not None and i % block == 0)  # type: ignore[arg-type]
+            for i in range(self.num_layers)
+        )
+
+    @property
+    def moe_width(self) -> int:
+        """The width routed experts see: the latent size of a latent MoE, else the hidden size."""
+        assert self.moe is not None
+        return self.moe.latent_size or self.hidden_size
+
+
+def _expand(value: str | dict, allowed: tuple[str, ...], num_layers: int, field: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return parse_expression(value, allowed, field)
+    return from_index_lists(dict(value), num_layers, field)
