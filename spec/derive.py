@@ -23,6 +23,7 @@ FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
         "float32": ["kda.conv", "kda.a_log", "kda.dt_bias", "kda.o_norm", "moe.correction_bias"],
         "a_log_pad_to": 128,  # A_log is stored flat and zero-padded to a multiple of 128 heads
         "passthrough": ["vision_tower.", "mm_projector."],
+        "architecture": "KimiK3ForConditionalGeneration",
     },
     "kimi_linear": {
         "prefix": "model.",
@@ -30,6 +31,7 @@ FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
         "float32": ["kda.a_log", "kda.dt_bias"],
         "a_log_pad_to": None,  # A_log is stored as [1, 1, H, 1]
         "passthrough": [],
+        "architecture": "KimiLinearForCausalLM",
     },
 }
 
@@ -80,7 +82,7 @@ def derive_spec(config: dict, name: str, tensor_names: set[str] | None = None, n
 
     spec: dict[str, Any] = {
         "name": name,
-        "hf": _identity(config, text_config if model_type == "kimi_k3" else None),
+        "hf": _identity(config, text_config if model_type == "kimi_k3" else None, conventions),
         "num_layers": num_layers,
         "hidden_size": hidden,
         "vocab_size": text.get("vocab_size"),
@@ -116,15 +118,14 @@ def derive_spec(config: dict, name: str, tensor_names: set[str] | None = None, n
         raise InputError(validation_message(err, where)) from None
 
 
-def _identity(config: dict, text_config: dict | None) -> dict:
-    archs = config.get("architectures") or []
-    identity = {"architecture": archs[0] if archs else "", "model_type": config["model_type"]}
+def _identity(config: dict, text_config: dict | None, conventions: dict) -> dict:
+    # A bare config saved by transformers (no model attached) has no architectures: use the family's.
+    archs = config.get("architectures") or [conventions["architecture"]]
+    identity = {"architecture": archs[0], "model_type": config["model_type"]}
     if text_config is not None:
         text_archs = text_config.get("architectures") or []
         identity["text_model_type"] = text_config.get("model_type")
         identity["text_architecture"] = text_archs[0] if text_archs else None
-    if not identity["architecture"]:
-        raise InputError("config.json: architectures is empty")
     return identity
 
 

@@ -1,0 +1,99 @@
+"""MXFP4 (OCP MX E2M1 elements, E8M0 group scales) in plain torch: the truth the kernels are compared to.
+
+Packing is compressed-tensors' `mxfp4-pack-quantized`:
+    weight_packed U8 [out, in/2]   byte = code[2j] | code[2j+1] << 4 (low nibble = even column)
+    weight_scale  U8 [out, in/32]  one E8M0 byte per 32 columns, scale = 2^(byte - 127)
+An E2M1 code is bit 3 = sign, bits 0-2 = index into E2M1_VALUES; value = e2m1 * scale.
+
+Edge cases, decided here and matched bit for bit by the kernels:
+- scale byte 0 is 2^-127, a subnormal fp32; it is applied with ldexp so it is exact, never 0 or overflow.
+- scale byte 255 is NaN in the OCP MX spec: every element of that group dequantizes to NaN (zeros included).
+- scale byte 254 is 2^127: elements 0.5..1.5 stay finite, 2.0 and above overflow to +-inf in fp32 and bf16,
+  as correct rounding demands. Quantization never emits 255 and never overflows (exponents are clamped).
+- code 8 is -0.0 and dequantizes to -0.0.
+Every finite result has at most two significant bits, so the bf16 output is exact (no rounding anywhere).
+"""
+
+from __future__ import annotations
+
+import torch
+
+GROUP_SIZE = 32
+E8M0_BIAS = 127
+E8M0_NAN = 255
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+E2M1_MAX = 6.0
+# exponent of the largest E2M1 magnitude (6 = 1.5 * 2^2): OCP's shared exponent is floor(log2(amax)) - this
+E2M1_EMAX = 2
+
+
+def unpack_e2m1_codes(packed: torch.Tensor) -> torch.Tensor:
+    """[out, in/2] uint8 -> [out, in] uint8 codes 0..15, low nibble first."""
+    low, high = packed & 0x0F, packed >> 4
+    return torch.stack((low, high), dim=-1).flatten(-2)
+
+
+def decode_e2m1(codes: torch.Tensor) -> torch.Tensor:
+    """[...] uint8 codes 0..15 -> [...] fp32 values, code 8 giving -0.0."""
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=codes.device)
+    magnitude = table[(codes & 0x07).long()]
+    return torch.where((codes & 0x08) != 0, -magnitude, magnitude)
+
+
+def dequantize_mxfp4_reference(
+    packed: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.bfloat16
+) -> torch.Tensor:
+    """weight_packed [out, in/2] uint8 + weight_scale [out, in/32] uint8 -> weight [out, in] in `dtype`."""
+    values = decode_e2m1(unpack_e2m1_codes(packed))  # [out, in] fp32
+    exponents = scale.to(torch.int32) - E8M0_BIAS  # [out, in/32]
+    exponents = exponents.repeat_interleave(GROUP_SIZE, dim=-1)
+    # ldexp, not values * 2.0**e: 2^-127 is a subnormal that exists in fp32, and ldexp keeps it exact.
+    out = torch.ldexp(values, exponents)
+    is_nan_scale = (scale == E8M0_NAN).repeat_interleave(GROUP_SIZE, dim=-1)
+    out = torch.where(is_nan_scale, torch.full_like(out, float("nan")), out)
+    return out.to(dtype)
+
+
+def mxfp4_linear_reference(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """y = x @ W^T in fp32, returned in x's dtype. x [M, in]; packed [out, in/2]; scale [out, in/32] -> [M, out]."""
+    weight = dequantize_mxfp4_reference(packed, scale, torch.float32)
+    return (x.float() @ weight.T).to(x.dtype)
+
+
+def _round_to_e2m1_index(magnitude: torch.Tensor) -> torch.Tensor:
+    """Non-negative fp32 (already clamped to <= 6) -> nearest E2M1 index 0..7, ties to the even index.
+
+    The midpoints between neighbours are 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5. A tie goes to the even index, so the
+    comparison is strict above an even index and inclusive above an odd one.
+    """
+    index = torch.zeros_like(magnitude, dtype=torch.uint8)
+    for lower, midpoint in enumerate((0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)):
+        above = magnitude > midpoint if lower % 2 == 0 else magnitude >= midpoint
+        index += above.to(torch.uint8)
+    return index
+
+
+def quantize_mxfp4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """weight [out, in] (any float dtype, in % 32 == 0) -> (weight_packed [out, in/2] u8, weight_scale [out, in/32] u8).
+
+    OCP MX / compressed-tensors recipe: per group of 32, shared exponent e = floor(log2(amax)) - 2, elements
+    w / 2^e rounded to the nearest E2M1 value (ties to even) and saturated at +-6. Any group whose values are all
+    representable (e2m1 * 2^k) round-trips exactly. An all-zero group gets scale byte 0. Signs are kept, so -0.0
+    becomes code 8.
+    """
+    out_features, in_features = weight.shape
+    if in_features % GROUP_SIZE:
+        raise ValueError(f"quantize_mxfp4: in_features {in_features} is not a multiple of {GROUP_SIZE}")
+    w = weight.float().reshape(out_features, in_features // GROUP_SIZE, GROUP_SIZE)
+    amax = w.abs().amax(dim=-1)
+    # frexp gives amax = m * 2^E with m in [0.5, 1), so floor(log2(amax)) = E - 1 exactly (log2 could round).
+    _, e_amax = torch.frexp(amax)
+    shared = (e_amax - 1 - E2M1_EMAX).clamp(-E8M0_BIAS, E8M0_BIAS)
+    shared = torch.where(amax == 0, torch.full_like(shared, -E8M0_BIAS), shared)
+    scaled = torch.ldexp(w, -shared[..., None])
+    index = _round_to_e2m1_index(scaled.abs().clamp(max=E2M1_MAX))
+    codes = index | (torch.signbit(scaled).to(torch.uint8) << 3)
+    codes = codes.reshape(out_features, in_features)
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    scale = (shared + E8M0_BIAS).to(torch.uint8)
+    return packed.contiguous(), scale.contiguous()
