@@ -1,0 +1,185 @@
+"""Kimi Delta Attention: chunked forward (prefill/training) and recurrent decode/verify over a state pool.
+
+Ladder: reference.py (fp32 truth) -> chunk.py / recurrent.py (Triton) -> torch_chunk.py / torch_recurrent.py (CPU
+fast tier). CUDA tensors run Triton; CPU tensors run the torch counterpart unless backend="triton" (interpreter tests).
+"""
+
+from __future__ import annotations
+
+import torch
+from dayone.kernels.kda.chunk import CHUNK, GATES, chunk_kda_triton, kda_chunk_output_kernel, kda_chunk_prepare_kernel
+from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
+from dayone.kernels.kda.recurrent import kda_decode_kernel, kda_decode_triton
+from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
+from dayone.kernels.kda.torch_chunk import chunk_kda_torch
+from dayone.kernels.kda.torch_recurrent import kda_decode_torch
+from dayone.kernels.specialization import KernelDims, Specialization
+
+__all__ = ["chunk_kda", "commit_accepted", "kda_decode", "specializations"]
+
+
+def _use_triton(x: torch.Tensor, backend: str | None) -> bool:
+    if backend not in (None, "triton", "torch"):
+        raise ValueError(f"backend must be None, 'triton' or 'torch', got {backend!r}")
+    return backend == "triton" or (backend is None and x.is_cuda)
+
+
+def chunk_kda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    A_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    *,
+    gate: str = "plain",
+    lower_bound: float = -5.0,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = True,
+    cu_seqlens: torch.Tensor | None = None,
+    use_qk_l2norm: bool = True,
+    beta_logits: bool = True,
+    backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Chunked KDA forward over (packed) sequences; chunk size 64.
+
+    Args:
+        q, k: [B, T, H, K] projected (and short-conv'd) queries and keys, any float dtype.
+        v: [B, T, H, V].
+        g: [B, T, H, K] raw gate (gate="plain" or "safe") or the log-decay itself (gate="none").
+        beta: [B, T, H] logits (beta_logits=True, sigmoid applied inside) or beta itself.
+        A_log: [H] fp32; dt_bias: [H * K] fp32. Needed unless gate="none".
+        gate: "plain": -exp(A_log) * softplus(g + dt_bias)  (Kimi Linear);
+              "safe":  lower_bound * sigmoid(exp(A_log) * (g + dt_bias))  (Kimi K3);
+              "none":  g is already the log-decay.
+        scale: query scale, default K^-0.5 (applied after the L2 norm).
+        initial_state: [N, H, K, V] fp32, N = B, or the number of sequences when cu_seqlens is given.
+        cu_seqlens: [N + 1] cumulative lengths of N sequences packed into B = 1.
+        use_qk_l2norm: L2-normalise q and k per head inside the kernel (eps 1e-6), as fla's use_qk_l2norm_in_kernel.
+        backend: None (CUDA -> Triton, CPU -> torch), "triton" or "torch".
+
+    Returns:
+        o: [B, T, H, V] in v's dtype; final_state: [N, H, K, V] fp32 (None unless output_final_state).
+    """
+    if cu_seqlens is not None and q.shape[0] != 1:
+        raise ValueError(f"packed sequences (cu_seqlens) need B = 1, got q of shape {tuple(q.shape)}")
+    run = chunk_kda_triton if _use_triton(q, backend) else chunk_kda_torch
+    return run(
+        q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, initial_state, output_final_state,
+        cu_seqlens, use_qk_l2norm, beta_logits,
+    )  # fmt: skip
+
+
+def kda_decode(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    state_pool: torch.Tensor,
+    slots: torch.Tensor,
+    A_log: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    *,
+    gate: str = "plain",
+    lower_bound: float = -5.0,
+    scale: float | None = None,
+    use_qk_l2norm: bool = True,
+    beta_logits: bool = True,
+    intermediate_states: torch.Tensor | None = None,
+    backend: str | None = None,
+) -> torch.Tensor:
+    """Recurrent KDA for N requests of T tokens each, states read from and written to a pool.
+
+    Args:
+        q, k, g: [N, T, H, K]; v: [N, T, H, V]; beta: [N, T, H]. T = 1 for plain decode, the draft length to verify.
+        state_pool: [P, H, K, V] fp32, contiguous.
+        slots: [N] int, the pool slot of each request; a negative slot is a padding request and is skipped.
+        A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits: as in `chunk_kda`.
+        intermediate_states: None for decode: state_pool[slots[n]] is updated in place after the T tokens.
+            For verify, an fp32 buffer [N, T, H, K, V]: the state after token t goes to intermediate_states[n, t] and
+            the pool is left alone; keep the accepted prefix with `commit_accepted`.
+
+    Returns:
+        o: [N, T, H, V] in v's dtype.
+    """
+    run = kda_decode_triton if _use_triton(q, backend) else kda_decode_torch
+    return run(
+        q, k, v, g, beta, state_pool, slots, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits,
+        intermediate_states,
+    )  # fmt: skip
+
+
+def commit_accepted(
+    state_pool: torch.Tensor, slots: torch.Tensor, intermediate_states: torch.Tensor, num_accepted: torch.Tensor
+) -> None:
+    """After a verify pass, keep in the pool the state of each request's last accepted token.
+
+    state_pool: [P, H, K, V]; slots: [N]; intermediate_states: [N, T, H, K, V]; num_accepted: [N] tokens accepted
+    out of T (0 keeps the pool slot unchanged). Negative slots are skipped.
+    """
+    n = torch.nonzero((num_accepted > 0) & (slots >= 0)).flatten()
+    last = num_accepted.long()[n] - 1
+    state_pool[slots.long()[n]] = intermediate_states[n, last]
+
+
+def specializations(dims: KernelDims) -> list[Specialization]:
+    """The KDA kernel instances a model needs: both gate forms, bf16 activations, chunk 64, at its head dim."""
+    if dims.kda_num_heads == 0:
+        return []
+    K = V = dims.kda_head_dim
+    act = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}[dims.dtype]
+    flags = {"L2NORM": True, "BETA_SIGMOID": True}
+    io = {"q": act, "k": act, "v": act, "g": act, "beta": act, "A_log": "*fp32", "dt_bias": "*fp32"}
+    prepare = {
+        **io, "cu_seqlens": "*i32", "chunk_indices": "*i32",
+        **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"),
+        "scale": "fp32", "lower_bound": "fp32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "GATE", "L2NORM", "BETA_SIGMOID"], "constexpr"),
+    }  # fmt: skip
+    output = {
+        **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"), "o": act, "h0": "*fp32", "ht": "*fp32",
+        "cu_seqlens": "*i32", "chunk_offsets": "*i32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BV", "HAS_INITIAL", "STORE_FINAL"], "constexpr"),
+    }  # fmt: skip
+    decode = {
+        **io, "state_pool": "*fp32", "slots": "*i32", "o": act, "inter": "*fp32",
+        "scale": "fp32", "lower_bound": "fp32", "T": "i32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
+    }  # fmt: skip
+    specs = []
+    for name in ("plain", "safe"):  # KernelDims does not say which gate a model uses: build both
+        gate = GATES[name]
+        specs.append(
+            Specialization(
+                f"kda.chunk_prepare.{name}",
+                kda_chunk_prepare_kernel,
+                prepare,
+                dict(K=K, V=V, BT=CHUNK, GATE=gate, **flags),
+                num_warps=8,
+            )
+        )
+        for verify in (False, True):
+            specs.append(
+                Specialization(
+                    f"kda.decode.{name}" + (".verify" if verify else ""),
+                    kda_decode_kernel,
+                    decode,
+                    dict(K=K, V=V, BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
+                    num_warps=4,
+                )
+            )
+    for has_initial in (False, True):
+        specs.append(
+            Specialization(
+                "kda.chunk_output" + (".h0" if has_initial else ""),
+                kda_chunk_output_kernel,
+                output,
+                {"K": K, "V": V, "BT": CHUNK, "BV": chunk_block_v(V), "HAS_INITIAL": has_initial, "STORE_FINAL": True},
+                num_warps=4,
+                num_stages=1,
+            )
+        )
+    return specs

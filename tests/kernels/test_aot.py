@@ -1,0 +1,62 @@
+"""AOT compilation to cubins without a GPU. Compilation needs TRITON_INTERPRET unset, so it runs in a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from dayone.kernels import gated_rmsnorm
+from dayone.kernels.aot import AotError, compile_specializations
+from dayone.kernels.specialization import KernelDims
+
+SCRIPT = """
+import dataclasses, json, sys, time
+from dayone.kernels import gated_rmsnorm, kda
+from dayone.kernels.aot import AotError, compile_specializations
+from dayone.kernels.specialization import KernelDims
+
+cache = sys.argv[1]
+spec = gated_rmsnorm.specializations(KernelDims(hidden_size=64, kda_num_heads=2, kda_head_dim=32))
+first = compile_specializations(spec, archs=("sm_90",), cache_dir=cache)
+start = time.perf_counter()
+second = compile_specializations(spec, archs=("sm_90",), cache_dir=cache)
+again = time.perf_counter() - start
+
+# Two pipeline stages of the K = 128 chunk output kernel need ~288 KiB of shared memory: must be refused.
+out = [s for s in kda.specializations(KernelDims(hidden_size=64, kda_num_heads=1, kda_head_dim=128))
+       if s.kernel == "kda.chunk_output"][0]
+try:
+    compile_specializations([dataclasses.replace(out, num_stages=2)], archs=("sm_90",), cache_dir=cache)
+    refused = ""
+except AotError as exc:
+    refused = str(exc)
+print(json.dumps({"first": [r.as_dict() for r in first], "second": [r.as_dict() for r in second],
+                  "again": again, "refused": refused}))
+"""
+
+
+def test_compile_cache_and_budget(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"  # silence Triton 3.9's notice; the value is its default
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    (row,) = result["first"]
+    assert row["arch"] == "sm_90" and not row["cached"]
+    assert (tmp_path / row["cubin"]).stat().st_size > 0
+    assert row["registers"] > 0 and row["spill_bytes"] == 0
+    (hit,) = result["second"]
+    assert hit["cached"] and hit["cubin"] == row["cubin"]
+    assert result["again"] < 1.0
+    assert "kda.chunk_output" in result["refused"] and "shared memory" in result["refused"]
+
+
+def test_refuses_interpreted_functions(tmp_path):
+    assert os.environ.get("TRITON_INTERPRET") == "1"  # set by conftest for the kernel tests
+    spec = gated_rmsnorm.specializations(KernelDims(hidden_size=64, kda_num_heads=2, kda_head_dim=32))
+    with pytest.raises(AotError, match="TRITON_INTERPRET"):
+        compile_specializations(spec, archs=("sm_90",), cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
