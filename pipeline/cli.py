@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import click
-
 from dayone.errors import InputError
 
 
@@ -29,12 +28,19 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from dayone.commands import inspect_cmd, plan_cmd, spec_cmd, synth_cmd
+    from dayone.commands import compile_cmd, inspect_cmd, plan_cmd, spec_cmd, synth_cmd
 
+    cli.add_command(compile_cmd.compile_cmd)
     cli.add_command(spec_cmd.spec)
     cli.add_command(inspect_cmd.inspect)
     cli.add_command(plan_cmd.plan)
     cli.add_command(synth_cmd.synth)
+    from dayone.commands import publish_cmd
+
+    cli.add_command(publish_cmd.publish)
+    from dayone.commands import dashboard_cmd
+
+    cli.add_command(dashboard_cmd.dashboard)
 
 
 _register()

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from dayone.errors import InputError
 from dayone.spec.layout import from_index_lists
 from dayone.spec.registry import validation_message
 from dayone.spec.schema import ModelSpec
+from pydantic import ValidationError
 
 # What each model type's releases store that config.json does not say.
 FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
@@ -57,14 +56,21 @@ class _Fields:
         return None
 
 
-def derive_spec(config: dict, name: str, tensor_names: set[str] | None = None, num_shards: int | None = None,
-                where: str = "config.json") -> ModelSpec:
+def derive_spec(
+    config: dict,
+    name: str,
+    tensor_names: set[str] | None = None,
+    num_shards: int | None = None,
+    where: str = "config.json",
+) -> ModelSpec:
     """Build the spec a config.json describes. tensor_names (from a checkpoint's index) settle naming quirks."""
     if not isinstance(config, dict):
         raise InputError(f"{where}: expected a JSON object")
     model_type = config.get("model_type")
     if model_type not in FAMILY_CONVENTIONS:
-        raise InputError(f"{where}: model_type {model_type!r} is not supported (known: {', '.join(FAMILY_CONVENTIONS)})")
+        raise InputError(
+            f"{where}: model_type {model_type!r} is not supported (known: {', '.join(FAMILY_CONVENTIONS)})"
+        )
     conventions = FAMILY_CONVENTIONS[model_type]
     top = _Fields(config, where)
     if model_type == "kimi_k3":
@@ -108,7 +114,10 @@ def derive_spec(config: dict, name: str, tensor_names: set[str] | None = None, n
     if quant is not None:
         spec["quantization"] = _quantization(quant, where)
     if "vision_config" in config:
-        spec["passthrough"] = {"prefixes": conventions["passthrough"], "vision": _vision(config["vision_config"], where)}
+        spec["passthrough"] = {
+            "prefixes": conventions["passthrough"],
+            "vision": _vision(config["vision_config"], where),
+        }
     spec["token_ids"] = _token_ids(config, text)
     if num_shards is not None:
         spec["release"] = {"num_shards": num_shards}
@@ -150,7 +159,9 @@ def _attention_layout(text: _Fields, num_layers: int) -> str | dict:
             raise InputError(f"{text.where}: layer_types contradicts linear_attn_config kda_layers/full_attn_layers")
         lists = typed
     if lists is None:
-        raise InputError(f"{text.where}: no layer layout (linear_attn_config.kda_layers/full_attn_layers or layer_types)")
+        raise InputError(
+            f"{text.where}: no layer layout (linear_attn_config.kda_layers/full_attn_layers or layer_types)"
+        )
     from dayone.spec.layout import to_expression
 
     return to_expression(lists)
@@ -166,7 +177,9 @@ def _ffn_layout(text: _Fields, num_layers: int) -> str:
         except KeyError as err:
             raise InputError(f"{text.where}: mlp_layer_types has unknown kind {err.args[0]!r}") from None
         if len(kinds) != num_layers:
-            raise InputError(f"{text.where}: mlp_layer_types has {len(kinds)} entries, num_hidden_layers is {num_layers}")
+            raise InputError(
+                f"{text.where}: mlp_layer_types has {len(kinds)} entries, num_hidden_layers is {num_layers}"
+            )
         return to_expression(kinds)
     first_dense = int(text.get("first_k_dense_replace", default=0))
     freq = int(text.get("moe_layer_freq", default=1))
@@ -179,8 +192,11 @@ def _ffn_layout(text: _Fields, num_layers: int) -> str:
 def _activation(text: _Fields) -> dict:
     act = text.get("hidden_act")
     if act == "situ":
-        return {"kind": "situ", "beta": text.get("activation_situ_beta"),
-                "linear_beta": text.get("activation_situ_linear_beta")}
+        return {
+            "kind": "situ",
+            "beta": text.get("activation_situ_beta"),
+            "linear_beta": text.get("activation_situ_linear_beta"),
+        }
     if act == "silu":
         return {"kind": "silu"}
     raise InputError(f"{text.where}: hidden_act {act!r} is not supported (silu, situ)")
@@ -192,8 +208,11 @@ def _kda(text: _Fields, conventions: dict) -> dict:
     head_dim = int(_either(linear, "head_dim", text, "linear_head_dim"))
     conv = int(_either(linear, "short_conv_kernel_size", text, "linear_conv_kernel_dim", default=4))
     bound = linear.get("gate_lower_bound", default=None, required=False)
-    gate = {"kind": "safe", "lower_bound": bound, "rank": head_dim} if bound is not None else {"kind": "plain",
-                                                                                              "rank": head_dim}
+    gate = (
+        {"kind": "safe", "lower_bound": bound, "rank": head_dim}
+        if bound is not None
+        else {"kind": "plain", "rank": head_dim}
+    )
     full_rank = bool(linear.get("use_full_rank_gate", default=False))
     pad_to = conventions["a_log_pad_to"]
     a_log_shape = [-(-heads // pad_to) * pad_to] if pad_to else [1, 1, heads, 1]
@@ -213,7 +232,9 @@ def _either(first: _Fields, first_key: str, second: _Fields, second_key: str, de
     a = first.get(first_key, default=None, required=False)
     b = second.get(second_key, default=None, required=False)
     if a is not None and b is not None and a != b:
-        raise InputError(f"{second.where}: contradictory fields linear_attn_config.{first_key}={a!r}, {second_key}={b!r}")
+        raise InputError(
+            f"{second.where}: contradictory fields linear_attn_config.{first_key}={a!r}, {second_key}={b!r}"
+        )
     if a is None and b is None:
         if default is ...:
             raise InputError(f"{first.where}: missing field {first_key!r}")
@@ -328,8 +349,12 @@ def _vision(vision: dict, where: str) -> dict:
 
 def _token_ids(config: dict, text: _Fields) -> dict:
     ids = {}
-    for key, field in (("bos", "bos_token_id"), ("eos", "eos_token_id"), ("pad", "pad_token_id"),
-                       ("media_placeholder", "media_placeholder_token_id")):
+    for key, field in (
+        ("bos", "bos_token_id"),
+        ("eos", "eos_token_id"),
+        ("pad", "pad_token_id"),
+        ("media_placeholder", "media_placeholder_token_id"),
+    ):
         value = config.get(field, text.data.get(field))
         if isinstance(value, list):  # transformers allows several eos ids; the first is the one generation stops on
             value = value[0] if value else None

@@ -32,8 +32,12 @@ def to_hf_config(spec: ModelSpec) -> dict[str, Any]:
 
 def _token_fields(spec: ModelSpec) -> dict[str, int]:
     ids = spec.token_ids
-    fields = {"bos_token_id": ids.bos, "eos_token_id": ids.eos, "pad_token_id": ids.pad,
-              "media_placeholder_token_id": ids.media_placeholder}
+    fields = {
+        "bos_token_id": ids.bos,
+        "eos_token_id": ids.eos,
+        "pad_token_id": ids.pad,
+        "media_placeholder_token_id": ids.media_placeholder,
+    }
     return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -57,9 +61,16 @@ def _text_config(spec: ModelSpec) -> dict[str, Any]:
         c["intermediate_size"] = spec.dense_intermediate_size
     if spec.mla is not None:
         m = spec.mla
-        c.update(num_attention_heads=m.num_heads, num_key_value_heads=m.num_heads, q_lora_rank=m.q_lora_rank,
-                 kv_lora_rank=m.kv_lora_rank, qk_nope_head_dim=m.qk_nope_head_dim,
-                 qk_rope_head_dim=m.qk_rope_head_dim, v_head_dim=m.v_head_dim, mla_use_nope=m.nope)
+        c.update(
+            num_attention_heads=m.num_heads,
+            num_key_value_heads=m.num_heads,
+            q_lora_rank=m.q_lora_rank,
+            kv_lora_rank=m.kv_lora_rank,
+            qk_nope_head_dim=m.qk_nope_head_dim,
+            qk_rope_head_dim=m.qk_rope_head_dim,
+            v_head_dim=m.v_head_dim,
+            mla_use_nope=m.nope,
+        )
         if m.output_gate:
             c["mla_use_output_gate"] = True
     else:
@@ -67,14 +78,24 @@ def _text_config(spec: ModelSpec) -> dict[str, Any]:
         c.update(num_attention_heads=spec.kda.num_heads, num_key_value_heads=spec.kda.num_heads)  # type: ignore[union-attr]
     if spec.moe is not None:
         moe, r = spec.moe, spec.moe.router
-        c.update(num_experts=moe.num_experts, num_experts_per_token=moe.experts_per_token,
-                 num_shared_experts=moe.num_shared_experts, moe_intermediate_size=moe.expert_intermediate_size)
+        c.update(
+            num_experts=moe.num_experts,
+            num_experts_per_token=moe.experts_per_token,
+            num_shared_experts=moe.num_shared_experts,
+            moe_intermediate_size=moe.expert_intermediate_size,
+        )
         if moe.latent_size is not None:
             c["routed_expert_hidden_size"] = moe.latent_size
             c["latent_moe_use_norm"] = moe.latent_norm
-        c.update(moe_router_activation_func=r.activation, topk_method="noaux_tc" if r.correction_bias else "greedy",
-                 use_grouped_topk=True, num_expert_group=r.num_groups, topk_group=r.topk_groups,
-                 moe_renormalize=r.renormalize, routed_scaling_factor=r.scaling_factor)
+        c.update(
+            moe_router_activation_func=r.activation,
+            topk_method="noaux_tc" if r.correction_bias else "greedy",
+            use_grouped_topk=True,
+            num_expert_group=r.num_groups,
+            topk_group=r.topk_groups,
+            moe_renormalize=r.renormalize,
+            routed_scaling_factor=r.scaling_factor,
+        )
     ffn = spec.ffn_kinds
     first_dense = next((i for i, kind in enumerate(ffn) if kind != "dense"), len(ffn))
     # transformers 5.x writes mlp_layer_types and stores the dense MLP under the MoE block's name; keep that pairing.
@@ -105,9 +126,15 @@ def _text_config(spec: ModelSpec) -> dict[str, Any]:
                 "group_0": {
                     "format": q.format,
                     "targets": ["Linear"],
-                    "weights": {"num_bits": q.num_bits, "type": "float", "group_size": q.group_size,
-                                "strategy": "group", "symmetric": True, "dynamic": False,
-                                "scale_dtype": "torch.uint8"},
+                    "weights": {
+                        "num_bits": q.num_bits,
+                        "type": "float",
+                        "group_size": q.group_size,
+                        "strategy": "group",
+                        "symmetric": True,
+                        "dynamic": False,
+                        "scale_dtype": "torch.uint8",
+                    },
                 }
             },
             "ignore": list(q.ignore),

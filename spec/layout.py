@@ -25,7 +25,9 @@ def parse_expression(expression: str, allowed: tuple[str, ...], field: str) -> t
     for term in expression.split("+"):
         match = _TERM.match(term)
         if not match:
-            raise InputError(f"{field}: cannot parse layout term {term.strip()!r} (expected e.g. '23 x [kda kda kda mla]')")
+            raise InputError(
+                f"{field}: cannot parse layout term {term.strip()!r} (expected e.g. '23 x [kda kda kda mla]')"
+            )
         count = int(match.group(1) or 1)
         block = match.group(2).split()
         if not block:

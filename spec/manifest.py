@@ -16,8 +16,25 @@ from typing import NamedTuple
 
 from dayone.spec.schema import ModelSpec
 
-DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I8": 1, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "BOOL": 1,
-               "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E8M0": 1, "F4": 1}
+DTYPE_BYTES = {
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "U8": 1,
+    "I8": 1,
+    "F64": 8,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
+    "F8_E8M0": 1,
+    "F4": 1,
+}
 SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
@@ -181,15 +198,18 @@ def _moe(spec: ModelSpec, mp: str, i: int, add, out: list[Tensor]) -> None:
     q = spec.quantization
     if q is None:
         dtype = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
-        parts = [(getattr(names, proj), ".weight", shapes[proj], dtype, f"moe.expert.{proj}")
-                 for proj in ("gate", "down", "up")]
+        parts = [
+            (getattr(names, proj), ".weight", shapes[proj], dtype, f"moe.expert.{proj}")
+            for proj in ("gate", "down", "up")
+        ]
     else:
         parts = []
         for proj in ("gate", "down", "up"):
             rows, cols = shapes[proj]
             parts.append((getattr(names, proj), ".weight_packed", (rows, cols // 2), "U8", f"moe.expert.{proj}.packed"))
-            parts.append((getattr(names, proj), ".weight_scale", (rows, cols // q.group_size), "U8",
-                          f"moe.expert.{proj}.scale"))
+            parts.append(
+                (getattr(names, proj), ".weight_scale", (rows, cols // q.group_size), "U8", f"moe.expert.{proj}.scale")
+            )
     # w1, w2, w3 order as the release lists them (gate, down, up by the default names).
     parts.sort(key=lambda part: part[0])
     for e in range(moe.num_experts):

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
-
 from dayone.errors import InputError
 from dayone.spec.schema import ModelSpec
+from pydantic import ValidationError
 
 MODELS_DIR = Path(__file__).parent / "models"
 
@@ -49,8 +48,9 @@ def load_spec(name_or_file: str | Path) -> ModelSpec:
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read: {err}") from None
     except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-                         f"{str(err).splitlines()[0]}") from None
+        raise InputError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {str(err).splitlines()[0]}"
+        ) from None
     return parse_spec(data, str(path))
 
 

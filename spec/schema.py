@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 from dayone.spec.layout import from_index_lists, parse_expression
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 AttentionKind = Literal["kda", "mla"]
 FFNKind = Literal["dense", "moe"]
@@ -64,7 +63,9 @@ class KDASpec(Strict):
     conv_kernel_size: int = Field(gt=0)
     gate: KDAGate
     output_gate: KDAOutputGate
-    a_log_shape: tuple[int, ...] = Field(description="A_log as stored; entries past num_heads are padding and must be 0")
+    a_log_shape: tuple[int, ...] = Field(
+        description="A_log as stored; entries past num_heads are padding and must be 0"
+    )
     norm_eps: float = Field(gt=0, description="eps of the per-head o_norm")
 
     @model_validator(mode="after")

@@ -18,8 +18,15 @@ class Result:
 def integrate(*args: str, env: dict | None = None, cwd=None, timeout: float = 600) -> Result:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run([sys.executable, "-m", "dayone", *map(str, args)], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dayone", *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -24,10 +24,16 @@ class Coverage:
         return not (self.missing_count or self.unexpected_count or self.mismatched_count)
 
     def as_dict(self) -> dict:
-        return {"missing": self.missing, "unexpected": self.unexpected,
-                "mismatched": {"shape": self.wrong_shape, "dtype": self.wrong_dtype},
-                "counts": {"missing": self.missing_count, "unexpected": self.unexpected_count,
-                           "mismatched": self.mismatched_count}}
+        return {
+            "missing": self.missing,
+            "unexpected": self.unexpected,
+            "mismatched": {"shape": self.wrong_shape, "dtype": self.wrong_dtype},
+            "counts": {
+                "missing": self.missing_count,
+                "unexpected": self.unexpected_count,
+                "mismatched": self.mismatched_count,
+            },
+        }
 
 
 def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
@@ -51,10 +57,16 @@ def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
     return Coverage(
         missing=group_names(missing),
         unexpected=group_names(unexpected),
-        wrong_shape=[f"{p}: expected {list(want)}, found {list(got)}"
-                     for (want, got), names in shape_issues.items() for p in group_names(names)],
-        wrong_dtype=[f"{p}: expected {want}, found {got}"
-                     for (want, got), names in dtype_issues.items() for p in group_names(names)],
+        wrong_shape=[
+            f"{p}: expected {list(want)}, found {list(got)}"
+            for (want, got), names in shape_issues.items()
+            for p in group_names(names)
+        ],
+        wrong_dtype=[
+            f"{p}: expected {want}, found {got}"
+            for (want, got), names in dtype_issues.items()
+            for p in group_names(names)
+        ],
         missing_count=len(missing),
         unexpected_count=len(unexpected),
         mismatched_count=sum(map(len, shape_issues.values())) + sum(map(len, dtype_issues.values())),

@@ -93,8 +93,10 @@ def open_local(root: Path, allow_pickle: bool = False, source: str = "", trust_r
             weight_map, files = None, singles
         elif pickles:
             if not allow_pickle:
-                raise InputError(f"{where}: only pickle weights ({', '.join(pickles[:3])}); loading pickle can run "
-                                 "code, pass --allow-pickle if you trust this checkpoint")
+                raise InputError(
+                    f"{where}: only pickle weights ({', '.join(pickles[:3])}); loading pickle can run "
+                    "code, pass --allow-pickle if you trust this checkpoint"
+                )
             return _open_pickle(root, config, pickles, where, trust_root)
         else:
             raise InputError(f"{where}: no {INDEX_NAME}, no {SINGLE_NAME} and no other weights")
@@ -111,16 +113,20 @@ def open_local(root: Path, allow_pickle: bool = False, source: str = "", trust_r
         for name, info in header.tensors.items():
             if weight_map is not None and weight_map.get(name) != file:
                 listed = weight_map.get(name)
-                raise InputError(f"{where}/{file}: tensor {name!r} is not where {INDEX_NAME} says "
-                                 f"({'not listed' if listed is None else listed})")
+                raise InputError(
+                    f"{where}/{file}: tensor {name!r} is not where {INDEX_NAME} says "
+                    f"({'not listed' if listed is None else listed})"
+                )
             if name in tensors:
                 raise InputError(f"{where}: tensor {name!r} is in both {tensors[name][0]} and {file}")
             tensors[name] = (file, info)
     if weight_map is not None:
         lost = [name for name in weight_map if name not in tensors]
         if lost:
-            raise InputError(f"{where}/{weight_map[lost[0]]}: header lacks tensor {lost[0]!r} that {INDEX_NAME} "
-                             f"lists there" + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""))
+            raise InputError(
+                f"{where}/{weight_map[lost[0]]}: header lacks tensor {lost[0]!r} that {INDEX_NAME} "
+                f"lists there" + (f" (and {len(lost) - 1} more)" if len(lost) > 1 else "")
+            )
     return Checkpoint(root, config, shards, tensors, source=where, trust_root=trust_root)
 
 
@@ -153,8 +159,17 @@ def _open_pickle(root: Path, config: dict, files: list[str], where: str, trust_r
     import torch
 
     tensors: dict[str, tuple[str, TensorInfo]] = {}
-    dtype_names = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32", torch.uint8: "U8",
-                   torch.int8: "I8", torch.int32: "I32", torch.int64: "I64", torch.float64: "F64", torch.bool: "BOOL"}
+    dtype_names = {
+        torch.bfloat16: "BF16",
+        torch.float16: "F16",
+        torch.float32: "F32",
+        torch.uint8: "U8",
+        torch.int8: "I8",
+        torch.int32: "I32",
+        torch.int64: "I64",
+        torch.float64: "F64",
+        torch.bool: "BOOL",
+    }
     for file in files:
         path = safe_member(root, file, where, trust_root)
         try:

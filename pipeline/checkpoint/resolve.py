@@ -30,8 +30,12 @@ def open_checkpoint(source: str | Path, allow_pickle: bool = False) -> Checkpoin
 def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False) -> Checkpoint:
     """A Hub checkpoint through the local HF cache: metadata files are downloaded into it (or found there offline)."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError, \
-        RevisionNotFoundError
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     source = f"{repo_id}@{revision}" if revision else repo_id
     try:
@@ -39,8 +43,9 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False) -> 
     except (RepositoryNotFoundError, RevisionNotFoundError) as err:
         raise InputError(f"{source}: {type(err).__name__.replace('Error', '')}: not found on the Hub") from None
     except LocalEntryNotFoundError:
-        raise InputError(f"{source}: config.json is not in the HF cache and the Hub cannot be reached "
-                         "(offline?)") from None
+        raise InputError(
+            f"{source}: config.json is not in the HF cache and the Hub cannot be reached (offline?)"
+        ) from None
     except EntryNotFoundError:
         raise InputError(f"{source}: the repo has no config.json") from None
     snapshot = config_path.parent
@@ -71,5 +76,7 @@ def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, s
         return
     why = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "dayone does not download shard data to inspect"
     rev = f" --revision {revision}" if revision else ""
-    raise InputError(f"{source}: {len(missing)} shards (e.g. {missing[0]}) are not in the HF cache and {why}; "
-                     f"fetch them with `hf download {repo_id}{rev}`")
+    raise InputError(
+        f"{source}: {len(missing)} shards (e.g. {missing[0]}) are not in the HF cache and {why}; "
+        f"fetch them with `hf download {repo_id}{rev}`"
+    )

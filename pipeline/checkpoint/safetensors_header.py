@@ -48,7 +48,9 @@ def read_header(path: Path) -> ShardHeader:
             if length > MAX_HEADER_BYTES:
                 raise InputError(f"{path}: header length {length} exceeds the {MAX_HEADER_BYTES}-byte limit")
             if 8 + length > file_size:
-                raise InputError(f"{path}: truncated: header says {length} bytes, file has {file_size - 8} after the length")
+                raise InputError(
+                    f"{path}: truncated: header says {length} bytes, file has {file_size - 8} after the length"
+                )
             raw = f.read(length)
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
@@ -81,8 +83,10 @@ def _check_entries(path: Path, header: dict, data_start: int, file_size: int) ->
         for d in shape:
             numel *= d
         if end - begin != numel * DTYPE_BYTES[dtype]:
-            raise InputError(f"{path}: tensor {name!r}: data_offsets span {end - begin} bytes, "
-                             f"{dtype}{shape} needs {numel * DTYPE_BYTES[dtype]}")
+            raise InputError(
+                f"{path}: tensor {name!r}: data_offsets span {end - begin} bytes, "
+                f"{dtype}{shape} needs {numel * DTYPE_BYTES[dtype]}"
+            )
         tensors[name] = TensorInfo(dtype, tuple(shape), data_start + begin, data_start + end)
         extents.append((begin, end, name))
     extents.sort()
@@ -95,8 +99,10 @@ def _check_entries(path: Path, header: dict, data_start: int, file_size: int) ->
         cursor, previous = end, name
     data_size = file_size - data_start
     if cursor > data_size:
-        raise InputError(f"{path}: truncated: tensors need {cursor} data bytes, file holds {data_size}"
-                         + (f" (last tensor {previous!r})" if previous else ""))
+        raise InputError(
+            f"{path}: truncated: tensors need {cursor} data bytes, file holds {data_size}"
+            + (f" (last tensor {previous!r})" if previous else "")
+        )
     if cursor < data_size:
         raise InputError(f"{path}: {data_size - cursor} bytes after the last tensor are not described by the header")
     return tensors

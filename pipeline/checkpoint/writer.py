@@ -35,8 +35,10 @@ def plan_shards(tensors: Iterable[Tensor], num_shards: int) -> list[list[Tensor]
         remaining_tensors = len(tensors) - i
         remaining_shards = num_shards - shard - 1
         # Move on when this shard has its share, but never leave later shards without a tensor.
-        if shards[shard] and shard < num_shards - 1 and (
-            cumulative >= total * (shard + 1) / num_shards or remaining_tensors <= remaining_shards
+        if (
+            shards[shard]
+            and shard < num_shards - 1
+            and (cumulative >= total * (shard + 1) / num_shards or remaining_tensors <= remaining_shards)
         ):
             shard += 1
         shards[shard].append(t)
@@ -70,9 +72,16 @@ def write_shard(path: Path, tensors: list[Tensor], data: DataSource | None) -> N
             f.write(chunk)
 
 
-def write_checkpoint(out_dir: Path, config: dict, tensors: list[Tensor], num_shards: int,
-                     data: DataSource | None = None, extra_files: dict[str, str] | None = None,
-                     overwrite: bool = False, progress: Callable[[int, int], None] | None = None) -> Path:
+def write_checkpoint(
+    out_dir: Path,
+    config: dict,
+    tensors: list[Tensor],
+    num_shards: int,
+    data: DataSource | None = None,
+    extra_files: dict[str, str] | None = None,
+    overwrite: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
     """Write a complete checkpoint folder atomically; returns out_dir."""
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:

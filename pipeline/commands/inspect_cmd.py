@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import click
-from rich.table import Table
-
 from dayone.checkpoint import check_coverage, open_checkpoint
 from dayone.commands.output import console, emit_json, human_bytes
 from dayone.commands.spec_source import spec_for_checkpoint
 from dayone.spec.manifest import build_manifest
+from rich.table import Table
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
 
@@ -65,8 +64,10 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
 def _print(r: dict) -> None:
     console.print(f"[bold]{r['checkpoint']}[/]: spec {r['spec']} ({r['architecture']}, {r['num_layers']} layers)")
-    console.print(f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "
-                  f"(spec expects {r['expected_tensors']:,} tensors, {human_bytes(r['expected_bytes'])})")
+    console.print(
+        f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "
+        f"(spec expects {r['expected_tensors']:,} tensors, {human_bytes(r['expected_bytes'])})"
+    )
     table = Table("dtype", "tensors", "bytes")
     for dtype, row in r["by_dtype"].items():
         table.add_row(dtype, f"{row['tensors']:,}", human_bytes(row["bytes"]))
@@ -75,13 +76,18 @@ def _print(r: dict) -> None:
     for role, n in r["bytes_by_role"].items():
         roles.add_row(role, human_bytes(n))
     console.print(roles)
-    for label, items in (("missing", r["missing"]), ("unexpected", r["unexpected"]),
-                         ("wrong shape", r["mismatched"]["shape"]), ("wrong dtype", r["mismatched"]["dtype"])):
+    for label, items in (
+        ("missing", r["missing"]),
+        ("unexpected", r["unexpected"]),
+        ("wrong shape", r["mismatched"]["shape"]),
+        ("wrong dtype", r["mismatched"]["dtype"]),
+    ):
         if items:
             console.print(f"[red]{label}[/] ({len(items)} patterns):", markup=True)
             for item in items[:SHOWN]:
                 console.print(f"  {item}", markup=False)
             if len(items) > SHOWN:
                 console.print(f"  ... {len(items) - SHOWN} more (see --json)")
-    console.print("[green]covered: every tensor present with its shape and dtype[/]" if r["ok"]
-                  else "[red]NOT covered[/]")
+    console.print(
+        "[green]covered: every tensor present with its shape and dtype[/]" if r["ok"] else "[red]NOT covered[/]"
+    )

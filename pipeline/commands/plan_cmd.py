@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-
 from dayone.commands.output import console, emit_json, human_bytes, human_count
 from dayone.spec.planner import GPUS, MEMORY_FRACTION, make_plan
 from dayone.spec.registry import load_spec
@@ -21,23 +20,36 @@ def plan(spec_arg: str, gpu: str, gpus: int, as_json: bool) -> None:
         emit_json(p.as_dict())
         return
     device = GPUS[gpu]
-    console.print(f"[bold]{p.spec}[/] on {gpus} x {device.name} "
-                  f"({human_bytes(device.memory_bytes)}, {device.hbm_bytes_per_s / 1e12:.2f} TB/s each)")
-    console.print(f"  parameters: {human_count(p.params_total)} total, {human_count(p.params_activated)} "
-                  "activated per token")
+    console.print(
+        f"[bold]{p.spec}[/] on {gpus} x {device.name} "
+        f"({human_bytes(device.memory_bytes)}, {device.hbm_bytes_per_s / 1e12:.2f} TB/s each)"
+    )
+    console.print(
+        f"  parameters: {human_count(p.params_total)} total, {human_count(p.params_activated)} activated per token"
+    )
     dtypes = ", ".join(f"{d} {human_bytes(b)}" for d, b in sorted(p.stored_bytes_by_dtype.items()))
-    console.print(f"  weights stored: {human_bytes(p.stored_bytes)} ({dtypes}); served: {human_bytes(p.served_bytes)}"
-                  f" ({p.served_note})")
-    console.print(f"  KDA state per request: {human_bytes(p.kda_state_bytes_per_request)}; "
-                  f"MLA latent cache per token: {human_bytes(p.mla_cache_bytes_per_token)}")
-    console.print(f"  memory: {gpus} x {human_bytes(device.memory_bytes)} x {MEMORY_FRACTION} = "
-                  f"{human_bytes(p.usable_bytes)} usable - {human_bytes(p.served_bytes)} weights = "
-                  f"{human_bytes(p.free_bytes_for_requests)} for requests")
+    console.print(
+        f"  weights stored: {human_bytes(p.stored_bytes)} ({dtypes}); served: {human_bytes(p.served_bytes)}"
+        f" ({p.served_note})"
+    )
+    console.print(
+        f"  KDA state per request: {human_bytes(p.kda_state_bytes_per_request)}; "
+        f"MLA latent cache per token: {human_bytes(p.mla_cache_bytes_per_token)}"
+    )
+    console.print(
+        f"  memory: {gpus} x {human_bytes(device.memory_bytes)} x {MEMORY_FRACTION} = "
+        f"{human_bytes(p.usable_bytes)} usable - {human_bytes(p.served_bytes)} weights = "
+        f"{human_bytes(p.free_bytes_for_requests)} for requests"
+    )
     if p.fits:
         console.print(f"  fits: {p.requests_at_context:,} requests of {p.context_tokens:,} tokens at once")
     else:
-        console.print(f"  [red]does not fit[/]: the weights alone need at least {p.min_gpus} x {device.name} "
-                      f"({human_bytes(p.served_bytes)} / {human_bytes(device.memory_bytes * MEMORY_FRACTION)})")
-    console.print(f"  batch-1 decode bound: {human_bytes(p.decode_bytes_per_token)} read per token / "
-                  f"{p.aggregate_hbm_bytes_per_s / 1e12:.2f} TB/s aggregate = "
-                  f"{p.decode_bound_tokens_per_s:,.1f} tok/s at most")
+        console.print(
+            f"  [red]does not fit[/]: the weights alone need at least {p.min_gpus} x {device.name} "
+            f"({human_bytes(p.served_bytes)} / {human_bytes(device.memory_bytes * MEMORY_FRACTION)})"
+        )
+    console.print(
+        f"  batch-1 decode bound: {human_bytes(p.decode_bytes_per_token)} read per token / "
+        f"{p.aggregate_hbm_bytes_per_s / 1e12:.2f} TB/s aggregate = "
+        f"{p.decode_bound_tokens_per_s:,.1f} tok/s at most"
+    )

@@ -6,8 +6,6 @@ import json
 from pathlib import Path
 
 import click
-from rich.table import Table
-
 from dayone.checkpoint.reader import open_local, read_config
 from dayone.commands.output import console, emit_json, human_count, write_atomic
 from dayone.commands.spec_source import slug, spec_for_checkpoint
@@ -18,6 +16,7 @@ from dayone.spec.manifest import build_manifest
 from dayone.spec.params import count_params
 from dayone.spec.registry import json_schema, list_specs, load_spec, spec_to_yaml
 from dayone.spec.schema import ModelSpec
+from rich.table import Table
 
 
 @click.group()
@@ -50,9 +49,15 @@ def summarize(s: ModelSpec) -> dict:
         "num_layers": s.num_layers,
         "attention_layout": to_expression(s.attention_kinds),
         "ffn_layout": to_expression(s.ffn_kinds),
-        "layers": [{"index": l.index, "attention": l.attention, "ffn": l.ffn, "snapshot": l.snapshot} for l in s.layers],
-        "params": {"total": counts.total, "activated": counts.activated, "language": counts.language,
-                   "passthrough": counts.passthrough},
+        "layers": [
+            {"index": l.index, "attention": l.attention, "ffn": l.ffn, "snapshot": l.snapshot} for l in s.layers
+        ],
+        "params": {
+            "total": counts.total,
+            "activated": counts.activated,
+            "language": counts.language,
+            "passthrough": counts.passthrough,
+        },
         "spec": s.model_dump(mode="json"),
     }
 
@@ -68,10 +73,14 @@ def show(name_or_file: str, as_json: bool) -> None:
         emit_json(summary)
         return
     p = summary["params"]
-    console.print(f"[bold]{s.name}[/] ({s.hf.architecture}): {s.num_layers} layers, "
-                  f"{human_count(p['total'])} parameters, {human_count(p['activated'])} activated per token")
-    console.print(f"  attention: {summary['attention_layout']}   "
-                  f"({s.attention_kinds.count('kda')} kda, {s.attention_kinds.count('mla')} mla)")
+    console.print(
+        f"[bold]{s.name}[/] ({s.hf.architecture}): {s.num_layers} layers, "
+        f"{human_count(p['total'])} parameters, {human_count(p['activated'])} activated per token"
+    )
+    console.print(
+        f"  attention: {summary['attention_layout']}   "
+        f"({s.attention_kinds.count('kda')} kda, {s.attention_kinds.count('mla')} mla)"
+    )
     console.print(f"  ffn:       {summary['ffn_layout']}")
     if s.residual.kind == "attention":
         snaps = [l.index for l in s.layers if l.snapshot]
@@ -114,4 +123,3 @@ def schema(output: Path | None) -> None:
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
-

@@ -12,8 +12,13 @@ def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSp
     if spec_arg:
         return load_spec(spec_arg)
     name = _name_from(checkpoint)
-    return derive_spec(checkpoint.config, name, tensor_names=set(checkpoint.tensors),
-                       num_shards=len(checkpoint.shards) or None, where=f"{checkpoint.source}/config.json")
+    return derive_spec(
+        checkpoint.config,
+        name,
+        tensor_names=set(checkpoint.tensors),
+        num_shards=len(checkpoint.shards) or None,
+        where=f"{checkpoint.source}/config.json",
+    )
 
 
 def _name_from(checkpoint: Checkpoint) -> str:

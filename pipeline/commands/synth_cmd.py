@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.progress import Progress
-
 from dayone.checkpoint.writer import write_checkpoint
 from dayone.commands.output import console, human_bytes
 from dayone.errors import InputError
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec
+from rich.progress import Progress
 
 
 @click.command()
@@ -30,7 +29,15 @@ def synth(spec_arg: str, skeleton: bool, output: Path, shards: int | None, overw
     num_shards = shards or spec.release.num_shards or 1
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"writing {num_shards} shards", total=num_shards)
-        write_checkpoint(output, to_hf_config(spec), list(manifest.tensors), num_shards, data=None,
-                         overwrite=overwrite, progress=lambda done, total: progress.update(task, completed=done))
-    console.print(f"wrote {output}: {len(manifest):,} tensors, {human_bytes(manifest.nbytes)} in {num_shards} shards "
-                  "(sparse)")
+        write_checkpoint(
+            output,
+            to_hf_config(spec),
+            list(manifest.tensors),
+            num_shards,
+            data=None,
+            overwrite=overwrite,
+            progress=lambda done, total: progress.update(task, completed=done),
+        )
+    console.print(
+        f"wrote {output}: {len(manifest):,} tensors, {human_bytes(manifest.nbytes)} in {num_shards} shards (sparse)"
+    )

@@ -7,18 +7,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runner import assert_bad_input, integrate
 from safetensors.torch import save_file
 
-from cli_runner import assert_bad_input, integrate
-
-CONFIG = json.loads((Path(__file__).resolve().parents[3] / "shared/reference/kimi-linear-48b-a3b.config.json")
-                    .read_text())
+CONFIG = json.loads((Path(__file__).resolve().parents[1] / "data/kimi-linear-48b-a3b.config.json").read_text())
 
 
 def header_file(path: Path, entries: dict, data_size: int, declared_len: int | None = None) -> Path:
     raw = json.dumps(entries).encode()
-    path.write_bytes(struct.pack("<Q", declared_len if declared_len is not None else len(raw)) + raw
-                     + b"\0" * data_size)
+    path.write_bytes(
+        struct.pack("<Q", declared_len if declared_len is not None else len(raw)) + raw + b"\0" * data_size
+    )
     return path
 
 
@@ -41,8 +40,12 @@ def test_truncated_data(tmp_path):
 
 def test_truncated_header(tmp_path):
     root = folder(tmp_path)
-    header_file(root / "model.safetensors", {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, 16,
-                declared_len=5000)
+    header_file(
+        root / "model.safetensors",
+        {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}},
+        16,
+        declared_len=5000,
+    )
     assert_bad_input(integrate("inspect", root), "model.safetensors", "truncated")
 
 
@@ -54,15 +57,27 @@ def test_oversized_header_length(tmp_path):
 
 def test_overlapping_offsets(tmp_path):
     root = folder(tmp_path)
-    header_file(root / "model.safetensors", {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-                                             "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, 24)
+    header_file(
+        root / "model.safetensors",
+        {
+            "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+            "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
+        },
+        24,
+    )
     assert_bad_input(integrate("inspect", root), "model.safetensors", "'b'", "overlaps")
 
 
 def test_gap_between_tensors(tmp_path):
     root = folder(tmp_path)
-    header_file(root / "model.safetensors", {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-                                             "b": {"dtype": "F32", "shape": [4], "data_offsets": [24, 40]}}, 40)
+    header_file(
+        root / "model.safetensors",
+        {
+            "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+            "b": {"dtype": "F32", "shape": [4], "data_offsets": [24, 40]},
+        },
+        40,
+    )
     assert_bad_input(integrate("inspect", root), "model.safetensors", "gap", "'b'")
 
 

@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cli_runner import integrate
 from dayone.checkpoint.writer import write_checkpoint
 from dayone.spec.hf_config import to_hf_config
@@ -73,7 +72,8 @@ def test_wrong_shape_and_dtype_are_named(tmp_path, kl_spec):
     code, report = inspect_json(skeleton(tmp_path / "kl", kl_spec, tensors))
     assert code == 1
     assert report["mismatched"]["shape"] == [
-        "model.layers.3.self_attn.kv_b_proj.weight: expected [8192, 512], found [8192, 256]"]
+        "model.layers.3.self_attn.kv_b_proj.weight: expected [8192, 512], found [8192, 256]"
+    ]
     assert report["mismatched"]["dtype"] == ["model.layers.0.self_attn.A_log: expected F32, found BF16"]
 
 

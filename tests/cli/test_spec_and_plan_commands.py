@@ -1,9 +1,9 @@
 """`integrate spec ...` and `integrate plan` as a user runs them."""
 
 import json
+from pathlib import Path
 
 import yaml
-
 from cli_runner import integrate
 
 
@@ -33,8 +33,7 @@ def test_spec_show_human_output():
 def test_spec_derive_writes_a_loadable_spec(tmp_path):
     config = tmp_path / "kimi-k3" / "config.json"
     config.parent.mkdir()
-    config.write_text((__import__("pathlib").Path(__file__).resolve().parents[3]
-                       / "shared/reference/kimi-k3.config.json").read_text())
+    config.write_text((Path(__file__).resolve().parents[1] / "data/kimi-k3.config.json").read_text())
     out = tmp_path / "derived.yaml"
     result = integrate("spec", "derive", config, "-o", out)
     assert result.code == 0, result.err

@@ -1,9 +1,8 @@
 """KDA against a peer nobody here wrote: fla's naive recurrence and gates (fla-core 0.6.0), run in a subprocess.
 
 fla must not be importable in this process (transformers would then try its GPU kernels), so it lives in its own
-directory and runs with PYTHONPATH pointing there; tensors travel through a safetensors file. Install it with
-    pip install --no-deps --target "$(python -c 'import sys;print(sys.prefix)')/peers/fla" \
-        /tmp/fla/fla_core-0.6.0-py3-none-any.whl einops
+directory and runs with PYTHONPATH pointing there; tensors travel through a safetensors file. `.ci/setup` installs
+it (pip install --no-deps --target <venv>/peers/fla fla-core==0.6.0 einops).
 """
 
 import os
@@ -62,7 +61,7 @@ def peer(tmp_path_factory):
     if not (FLA_DIR / "fla" / "ops" / "kda" / "naive.py").exists():
         pytest.fail(
             f"fla peer not installed at {FLA_DIR}; install it with: pip install --no-deps --target {FLA_DIR} "
-            "/tmp/fla/fla_core-0.6.0-py3-none-any.whl einops  (or set DAYONE_FLA_PEER)"
+            "fla-core==0.6.0 einops  (bash .ci/setup does; or set DAYONE_FLA_PEER)"
         )
     gen = torch.Generator().manual_seed(7)
     T = 70

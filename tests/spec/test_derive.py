@@ -5,14 +5,13 @@ import json
 from pathlib import Path
 
 import pytest
-
 from dayone.errors import InputError
 from dayone.spec.derive import derive_spec
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression, to_index_lists
 from dayone.spec.registry import load_spec
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+REFERENCE = Path(__file__).resolve().parents[1] / "data"
 MODELS = ["kimi-k3", "kimi-linear-48b-a3b"]
 
 
@@ -42,8 +41,9 @@ def transformers5_style(config: dict) -> dict:
     """What transformers 5.x writes for the same model: layer_types lists and renamed MoE keys."""
     c = copy.deepcopy(config)
     linear = c.pop("linear_attn_config")
-    kinds = from_index_lists({"kda": linear["kda_layers"], "mla": linear["full_attn_layers"]},
-                             c["num_hidden_layers"], "test")
+    kinds = from_index_lists(
+        {"kda": linear["kda_layers"], "mla": linear["full_attn_layers"]}, c["num_hidden_layers"], "test"
+    )
     c["layer_types"] = ["linear_attention" if k == "kda" else "full_attention" for k in kinds]
     c["mlp_layer_types"] = ["dense"] + ["sparse"] * (c["num_hidden_layers"] - 1)
     c.pop("first_k_dense_replace")
@@ -57,22 +57,38 @@ def transformers5_style(config: dict) -> dict:
 
 def test_transformers5_config_derives_the_same_architecture():
     shipped = load_spec("kimi-linear-48b-a3b")
-    derived = derive_spec(transformers5_style(published("kimi-linear-48b-a3b")), shipped.name,
-                          num_shards=shipped.release.num_shards)
+    derived = derive_spec(
+        transformers5_style(published("kimi-linear-48b-a3b")), shipped.name, num_shards=shipped.release.num_shards
+    )
     # transformers 5.x also stores the dense MLP under block_sparse_moe: the only difference is that name.
     expected = without_release(shipped)
     expected = expected.model_copy(
-        update={"checkpoint": expected.checkpoint.model_copy(update={"dense_block": "block_sparse_moe"})})
+        update={"checkpoint": expected.checkpoint.model_copy(update={"dense_block": "block_sparse_moe"})}
+    )
     assert derived == expected
 
 
 def test_config_written_by_transformers_save_pretrained(tmp_path):
     transformers = pytest.importorskip("transformers")
     config = transformers.KimiLinearConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=4,
-        num_attention_heads=2, num_key_value_heads=2, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
-        v_head_dim=8, linear_num_heads=2, linear_head_dim=8, num_local_experts=4, num_experts_per_tok=2,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        moe_intermediate_size=16,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        kv_lora_rank=16,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=8,
+        linear_num_heads=2,
+        linear_head_dim=8,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
         linear_attn_config={"kda_layers": [1, 2, 3], "full_attn_layers": [4], "num_heads": 2, "head_dim": 8},
     )
     config.save_pretrained(tmp_path)

@@ -4,12 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from dayone.spec.manifest import build_manifest
 from dayone.spec.params import count_params
 from dayone.spec.registry import json_schema, list_specs, load_spec
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
 
 def test_both_models_are_shipped():

@@ -1,0 +1,53 @@
+"""The compile stage: the kernel specialisations a spec needs, built for each GPU arch without a GPU.
+
+The spec is the only input: its dims become a KernelDims, each kernel package lists its instances for those dims,
+and dayone.kernels.aot compiles them into a content-addressed cache with a resource table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from dayone.kernels.specialization import KernelDims, Specialization
+from dayone.spec.schema import ModelSpec
+
+# Every kernel package exposing specializations(dims); compile order follows the model's data flow.
+KERNEL_PACKAGES = ("short_conv", "kda", "gated_rmsnorm", "mla_decode", "attn_residual", "situ", "mxfp4", "moe_combine")
+
+
+def kernel_dims(spec: ModelSpec) -> KernelDims:
+    kda, mla, moe = spec.kda, spec.mla, spec.moe
+    bank_rows = 0
+    if spec.residual.kind == "attention":
+        bank_rows = sum(layer.snapshot for layer in spec.layers) + 1
+    return KernelDims(
+        hidden_size=spec.hidden_size,
+        kda_num_heads=kda.num_heads if kda else 0,
+        kda_head_dim=kda.head_dim if kda else 0,
+        conv_kernel_size=kda.conv_kernel_size if kda else 0,
+        mla_num_heads=mla.num_heads if mla else 0,
+        kv_lora_rank=mla.kv_lora_rank if mla else 0,
+        qk_nope_head_dim=mla.qk_nope_head_dim if mla else 0,
+        qk_rope_head_dim=mla.qk_rope_head_dim if mla else 0,
+        v_head_dim=mla.v_head_dim if mla else 0,
+        moe_hidden_size=spec.moe_width if moe else 0,
+        moe_intermediate_size=moe.expert_intermediate_size if moe else 0,
+        num_experts=moe.num_experts if moe else 0,
+        experts_per_token=moe.experts_per_token if moe else 0,
+        latent_moe=bool(moe and moe.latent_size),
+        mxfp4_group_size=spec.quantization.group_size if spec.quantization else 0,
+        attn_res_max_rows=bank_rows,
+        activation=spec.activation.kind,
+    )
+
+
+def specializations_for(spec: ModelSpec) -> list[Specialization]:
+    """Every kernel instance the spec's model needs. Call with TRITON_INTERPRET unset (see dayone.kernels.aot)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise RuntimeError("TRITON_INTERPRET=1 replaces kernels with interpreted ones; compile needs it unset")
+    dims = kernel_dims(spec)
+    specs: list[Specialization] = []
+    for name in KERNEL_PACKAGES:
+        specs.extend(importlib.import_module(f"dayone.kernels.{name}").specializations(dims))
+    return specs

@@ -1,0 +1,51 @@
+"""`integrate compile`: real sm_90 / sm_100 cubins for every kernel both shipped specs need, on a CPU-only machine."""
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_runner import integrate
+from dayone.compile_stage import KERNEL_PACKAGES
+
+SPEC_FILE = Path(__file__).resolve().parents[2] / "spec" / "models" / "kimi-k3.yaml"
+
+
+@pytest.fixture(scope="module")
+def k3_build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("k3-kernels")
+    result = integrate("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out, "--json")
+    assert result.code == 0, result.err
+    return out, json.loads(result.out)
+
+
+def test_k3_builds_every_kernel_for_both_archs(k3_build):
+    out, report = k3_build
+    rows = report["kernels"]
+    families = {row["kernel"].split(".")[0] for row in rows}
+    # Every kernel package the K3 spec needs is in the table (SiTU is "situ.*", MXFP4 "mxfp4.*", ...).
+    assert families == set(KERNEL_PACKAGES)
+    for arch in ("sm_90", "sm_100"):
+        assert {r["kernel"] for r in rows if r["arch"] == arch} == {r["kernel"] for r in rows}
+    for row in rows:
+        cubin = out / "cubin" / row["cubin"]
+        assert cubin.stat().st_size > 0 and cubin.read_bytes()[:4] == b"\x7fELF"
+        assert 0 < row["registers"] <= 255 and row["spill_bytes"] == 0
+        assert row["shared_bytes"] <= 227 * 1024
+    assert json.loads((out / "resources.json").read_text()) == report
+
+
+def test_recompiling_unchanged_is_a_cache_lookup(k3_build):
+    out, first = k3_build
+    again = integrate("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out, "--json")
+    report = json.loads(again.out)
+    assert all(row["cached"] for row in report["kernels"])
+    assert report["seconds"] < 1.0
+    assert [r["cubin"] for r in report["kernels"]] == [r["cubin"] for r in first["kernels"]]
+
+
+def test_kimi_linear_needs_no_k3_only_kernels(tmp_path):
+    result = integrate("compile", "kimi-linear-48b-a3b", "--arch", "sm_90", "-o", tmp_path, "--json")
+    assert result.code == 0, result.err
+    kernels = {row["kernel"] for row in json.loads(result.out)["kernels"]}
+    assert not any(k.startswith(("attn_residual", "mxfp4")) for k in kernels)
+    assert any(k.startswith("kda.") for k in kernels) and any(k.startswith("mla_decode") for k in kernels)
