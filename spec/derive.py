@@ -6,10 +6,11 @@ Every value of the spec comes from a config field, or from the storage conventio
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from dayone.errors import InputError
-from dayone.spec.layout import from_index_lists
+from dayone.spec.layout import from_index_lists, parse_expression, to_expression
 from dayone.spec.registry import validation_message
 from dayone.spec.schema import ModelSpec
 from pydantic import ValidationError
@@ -59,7 +60,7 @@ class _Fields:
 def derive_spec(
     config: dict,
     name: str,
-    tensor_names: set[str] | None = None,
+    tensor_names: Collection[str] | None = None,
     num_shards: int | None = None,
     where: str = "config.json",
 ) -> ModelSpec:
@@ -109,7 +110,7 @@ def derive_spec(
         spec["dense_intermediate_size"] = text.get("intermediate_size")
     if "moe" in ffn:
         spec["moe"] = _moe(text)
-    spec["checkpoint"] = _naming(config, text, conventions, tensor_names)
+    spec["checkpoint"] = _naming(config, text, conventions, tensor_names, ffn)
     quant = text.data.get("quantization_config", config.get("quantization_config"))
     if quant is not None:
         spec["quantization"] = _quantization(quant, where)
@@ -162,14 +163,10 @@ def _attention_layout(text: _Fields, num_layers: int) -> str | dict:
         raise InputError(
             f"{text.where}: no layer layout (linear_attn_config.kda_layers/full_attn_layers or layer_types)"
         )
-    from dayone.spec.layout import to_expression
-
     return to_expression(lists)
 
 
 def _ffn_layout(text: _Fields, num_layers: int) -> str:
-    from dayone.spec.layout import to_expression
-
     if "mlp_layer_types" in text.data:
         names = {"dense": "dense", "sparse": "moe", "moe": "moe"}
         try:
@@ -285,7 +282,7 @@ def _moe(text: _Fields) -> dict:
     }
 
 
-def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: set[str] | None) -> dict:
+def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: Collection[str] | None, ffn: str) -> dict:
     dtype = text.data.get("dtype") or text.data.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype")
     dtype = dtype or "bfloat16"
     if dtype not in ("bfloat16", "float16", "float32"):
@@ -300,8 +297,9 @@ def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: set[st
     # transformers 5.x save_pretrained writes the dense layer's MLP under the MoE block's name too.
     dense_block = "mlp"
     if tensor_names is not None:
-        prefix = conventions["prefix"]
-        if any(n.startswith(prefix) and ".block_sparse_moe.gate_proj." in n for n in tensor_names):
+        dense = [i for i, kind in enumerate(parse_expression(ffn, ("dense", "moe"), "layout.ffn")) if kind == "dense"]
+        moe_named = f"{conventions['prefix']}layers.{{}}.block_sparse_moe.gate_proj.weight"
+        if dense and moe_named.format(dense[0]) in tensor_names:
             dense_block = "block_sparse_moe"
     elif "mlp_layer_types" in text.data:
         dense_block = "block_sparse_moe"

@@ -10,8 +10,10 @@ tuples built in one pass, not pydantic objects.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from dayone.spec.schema import ModelSpec
@@ -51,41 +53,115 @@ class Tensor(NamedTuple):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
         return self.numel * DTYPE_BYTES[self.dtype]
 
 
-@dataclass(frozen=True)
-class Manifest:
-    spec_name: str
-    tensors: tuple[Tensor, ...]
+class ExpertPart(NamedTuple):
+    """One tensor of every routed expert of a layer: experts.{e}.<suffix>."""
 
-    def __len__(self) -> int:
-        return len(self.tensors)
+    suffix: str  # e.g. "w1.weight_packed"
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors)
+        return math.prod(self.shape) * DTYPE_BYTES[self.dtype]
+
+
+class ExpertGroup(NamedTuple):
+    """The routed experts of one MoE layer, kept folded: 896 x 6 tensors per K3 layer are one entry until asked."""
+
+    prefix: str  # "<...>.block_sparse_moe.experts."
+    layer: int
+    num_experts: int
+    parts: tuple[ExpertPart, ...]
+
+    def expand(self) -> list[Tensor]:
+        new, prefix, layer = tuple.__new__, self.prefix, self.layer
+        return [
+            new(Tensor, (f"{prefix}{e}.{p.suffix}", p.shape, p.dtype, p.role, layer, e))
+            for e in range(self.num_experts)
+            for p in self.parts
+        ]
+
+
+class Summary(NamedTuple):
+    """`count` tensors of one shape and role: what totals (bytes, parameters) need without expanding experts."""
+
+    role: str
+    shape: tuple[int, ...]
+    dtype: str
+    count: int
+    layer: int | None
+    routed_expert: bool
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Every tensor of a checkpoint in order. `items` holds plain tensors and folded expert groups."""
+
+    spec_name: str
+    items: tuple[Tensor | ExpertGroup, ...]
+
+    @cached_property
+    def tensors(self) -> tuple[Tensor, ...]:
+        out: list[Tensor] = []
+        for item in self.items:
+            if isinstance(item, ExpertGroup):
+                out.extend(item.expand())
+            else:
+                out.append(item)
+        return tuple(out)
+
+    def summaries(self) -> list[Summary]:
+        rows = []
+        for item in self.items:
+            if isinstance(item, ExpertGroup):
+                rows.extend(Summary(p.role, p.shape, p.dtype, item.num_experts, item.layer, True) for p in item.parts)
+            else:
+                rows.append(Summary(item.role, item.shape, item.dtype, 1, item.layer, False))
+        return rows
+
+    def __len__(self) -> int:
+        return sum(row.count for row in self.summaries())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(row.count * math.prod(row.shape) * DTYPE_BYTES[row.dtype] for row in self.summaries())
+
+    def bytes_by_dtype(self) -> dict[str, int]:
+        totals: Counter[str] = Counter()
+        for row in self.summaries():
+            totals[row.dtype] += row.count * math.prod(row.shape) * DTYPE_BYTES[row.dtype]
+        return dict(totals)
 
     def by_name(self) -> dict[str, Tensor]:
         return {t.name: t for t in self.tensors}
 
-    def bytes_by_dtype(self) -> dict[str, int]:
-        totals: Counter[str] = Counter()
-        for t in self.tensors:
-            totals[t.dtype] += t.nbytes
-        return dict(totals)
+    def expected(self) -> dict[str, tuple[list[int], str]]:
+        """name -> (shape as a list, dtype) for every tensor, built without creating Tensor objects: coverage's hot
+        path compares it with header JSON, whose shapes are lists."""
+        table: dict[str, tuple[list[int], str]] = {}
+        for item in self.items:
+            if isinstance(item, ExpertGroup):
+                keyed = [(p.suffix, (list(p.shape), p.dtype)) for p in item.parts]
+                prefix = item.prefix
+                table.update(
+                    (f"{prefix}{e}.{suffix}", value) for e in range(item.num_experts) for suffix, value in keyed
+                )
+            else:
+                table[item.name] = (list(item.shape), item.dtype)
+        return table
 
 
 def build_manifest(spec: ModelSpec) -> Manifest:
     """Every tensor of a checkpoint of `spec`, in checkpoint order (globals, layers in order, passthrough)."""
-    out: list[Tensor] = []
+    out: list[Tensor | ExpertGroup] = []
     store = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
     fp32_roles = tuple(spec.checkpoint.float32)
 
@@ -177,7 +253,7 @@ def _mlp(mp: str, intermediate: int, width: int, role: str, i: int, add) -> None
     add(f"{mp}down_proj.weight", (width, intermediate), f"{role}.down", i)
 
 
-def _moe(spec: ModelSpec, mp: str, i: int, add, out: list[Tensor]) -> None:
+def _moe(spec: ModelSpec, mp: str, i: int, add, out: list) -> None:
     moe, D = spec.moe, spec.hidden_size
     assert moe is not None
     add(f"{mp}gate.weight", (moe.num_experts, D), "moe.router", i)
@@ -192,7 +268,7 @@ def _moe(spec: ModelSpec, mp: str, i: int, add, out: list[Tensor]) -> None:
     if moe.num_shared_experts:
         _mlp(f"{mp}shared_experts.", moe.shared_intermediate_size, D, "moe.shared", i, add)
 
-    # Experts dominate the count (896 x 6 per K3 layer): build their tuples directly.
+    # Experts dominate the count (896 x 6 per K3 layer): kept as one folded group per layer.
     I, names = moe.expert_intermediate_size, spec.checkpoint.experts
     shapes = {"gate": (I, W), "up": (I, W), "down": (W, I)}
     q = spec.quantization
@@ -212,10 +288,8 @@ def _moe(spec: ModelSpec, mp: str, i: int, add, out: list[Tensor]) -> None:
             )
     # w1, w2, w3 order as the release lists them (gate, down, up by the default names).
     parts.sort(key=lambda part: part[0])
-    for e in range(moe.num_experts):
-        ep = f"{mp}experts.{e}."
-        for proj_name, suffix, shape, dtype, role in parts:
-            out.append(Tensor(f"{ep}{proj_name}{suffix}", shape, dtype, role, i, e))
+    folded = tuple(ExpertPart(f"{proj}{suffix}", shape, dtype, role) for proj, suffix, shape, dtype, role in parts)
+    out.append(ExpertGroup(f"{mp}experts.", i, moe.num_experts, folded))
 
 
 def _vision(spec: ModelSpec, add) -> None:

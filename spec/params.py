@@ -5,18 +5,19 @@ MXFP4 `weight_packed` holds two parameters per byte; its `weight_scale` is metad
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from dayone.spec.manifest import Manifest, Tensor
+from dayone.spec.manifest import DTYPE_BYTES, Manifest
 from dayone.spec.schema import ModelSpec
 
 
-def param_count(t: Tensor) -> int:
-    if t.role.endswith(".scale"):
+def param_count(role: str, shape: tuple[int, ...]) -> int:
+    if role.endswith(".scale"):
         return 0
-    if t.role.endswith(".packed"):
-        return t.numel * 2
-    return t.numel
+    if role.endswith(".packed"):
+        return math.prod(shape) * 2
+    return math.prod(shape)
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,13 @@ class ParamCounts:
 
 def count_params(spec: ModelSpec, manifest: Manifest) -> ParamCounts:
     language = passthrough = routed = 0
-    for t in manifest.tensors:
-        n = param_count(t)
-        if t.role.startswith("passthrough."):
+    for row in manifest.summaries():
+        n = param_count(row.role, row.shape) * row.count
+        if row.role.startswith("passthrough."):
             passthrough += n
         else:
             language += n
-            if t.expert is not None:
+            if row.routed_expert:
                 routed += n
     share = spec.moe.experts_per_token / spec.moe.num_experts if spec.moe else 0.0
     activated = language - routed + round(routed * share)
@@ -47,12 +48,13 @@ def decode_bytes_per_token(spec: ModelSpec, manifest: Manifest) -> int:
     """Weight bytes one decode step reads at batch 1: every language tensor except the embedding table (one row is
     read) and the routed experts a token is not sent to; routed experts counted at their stored size."""
     dense = expert = 0
-    for t in manifest.tensors:
-        if t.role.startswith("passthrough.") or t.role == "embed":
+    for row in manifest.summaries():
+        if row.role.startswith("passthrough.") or row.role == "embed":
             continue
-        if t.expert is not None:
-            expert += t.nbytes
+        nbytes = row.count * math.prod(row.shape) * DTYPE_BYTES[row.dtype]
+        if row.routed_expert:
+            expert += nbytes
         else:
-            dense += t.nbytes
+            dense += nbytes
     share = spec.moe.experts_per_token / spec.moe.num_experts if spec.moe else 0.0
     return dense + round(expert * share) + spec.hidden_size * 2

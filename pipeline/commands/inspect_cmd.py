@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import click
 from dayone.checkpoint import check_coverage, open_checkpoint
+from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.commands.output import console, emit_json, human_bytes
 from dayone.commands.spec_source import spec_for_checkpoint
-from dayone.spec.manifest import build_manifest
+from dayone.spec.manifest import DTYPE_BYTES, build_manifest
 from rich.table import Table
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
@@ -24,22 +26,16 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
     Exit 0 when it holds exactly the spec's tensors, 1 when it does not, 2 when it cannot be read.
     """
-    ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle)
-    spec = spec_for_checkpoint(ckpt, spec_arg)
-    manifest = build_manifest(spec)
-    coverage = check_coverage(manifest, ckpt)
+    with gc_paused():
+        ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle)
+        spec = spec_for_checkpoint(ckpt, spec_arg)
+        manifest = build_manifest(spec)
+        coverage = check_coverage(manifest, ckpt)
 
-    by_dtype: Counter[str] = Counter()
-    count_by_dtype: Counter[str] = Counter()
-    for _, info in ckpt.tensors.values():
-        by_dtype[info.dtype] += info.end - info.begin
-        count_by_dtype[info.dtype] += 1
-    by_role: Counter[str] = Counter()
-    found = ckpt.tensors
-    for t in manifest.tensors:
-        hit = found.get(t.name)
-        if hit is not None:
-            by_role[t.role.split(".")[0]] += hit[1].end - hit[1].begin
+    by_dtype = ckpt.bytes_by_dtype()
+    by_role: Counter[str] = Counter()  # as the spec expects them (equal to the checkpoint's when covered)
+    for row in manifest.summaries():
+        by_role[row.role.split(".")[0]] += row.count * math.prod(row.shape) * DTYPE_BYTES[row.dtype]
     report = {
         "ok": coverage.ok,
         "checkpoint": ckpt.source,
@@ -47,12 +43,12 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
         "architecture": spec.hf.architecture,
         "num_layers": spec.num_layers,
         "shards": len(ckpt.shards),
-        "tensors": len(ckpt.tensors),
+        "tensors": sum(len(h.entries) for h in ckpt.shards.values()) or len(ckpt.pickle_tensors),
         "bytes": sum(by_dtype.values()),
         "expected_tensors": len(manifest),
         "expected_bytes": manifest.nbytes,
-        "by_dtype": {d: {"tensors": count_by_dtype[d], "bytes": b} for d, b in sorted(by_dtype.items())},
-        "bytes_by_role": dict(sorted(by_role.items())),
+        "bytes_by_dtype": dict(sorted(by_dtype.items())),
+        "expected_bytes_by_role": dict(sorted(by_role.items())),
         **coverage.as_dict(),
     }
     if as_json:
@@ -68,12 +64,12 @@ def _print(r: dict) -> None:
         f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "
         f"(spec expects {r['expected_tensors']:,} tensors, {human_bytes(r['expected_bytes'])})"
     )
-    table = Table("dtype", "tensors", "bytes")
-    for dtype, row in r["by_dtype"].items():
-        table.add_row(dtype, f"{row['tensors']:,}", human_bytes(row["bytes"]))
+    table = Table("dtype", "bytes")
+    for dtype, n in r["bytes_by_dtype"].items():
+        table.add_row(dtype, human_bytes(n))
     console.print(table)
     roles = Table("role", "bytes")
-    for role, n in r["bytes_by_role"].items():
+    for role, n in r["expected_bytes_by_role"].items():
         roles.add_row(role, human_bytes(n))
     console.print(roles)
     for label, items in (

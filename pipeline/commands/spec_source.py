@@ -15,7 +15,7 @@ def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSp
     return derive_spec(
         checkpoint.config,
         name,
-        tensor_names=set(checkpoint.tensors),
+        tensor_names=checkpoint.names(),
         num_shards=len(checkpoint.shards) or None,
         where=f"{checkpoint.source}/config.json",
     )

@@ -1,0 +1,49 @@
+"""Attention residuals: each sublayer reads a softmax mix of block snapshots instead of a plain residual stream.
+
+State per token: a bank of snapshots [n, D] and the running prefix [D]. Aggregate, per token, in fp32:
+    rows R = [bank_0 .. bank_{n-1}, prefix];  x_i = R_i * rsqrt(mean(R_i^2) + eps)  (no weight)
+    s_i = <x_i, norm_w * proj_w[0]>;  mixed = sum_i softmax(s)_i R_i
+norm_w * proj_w[0] is a derived vector, recomputed from the current weights by `refresh_derived`.
+Everything is per token, so nothing of it is cached between decode steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from dayone.adapters.model.config import Tier
+from dayone.adapters.model.module import SpecModule
+
+
+@dataclass
+class Stream:
+    """The residual state between layers, packed [N, D]. Plain residuals use only `prefix` (the hidden state)."""
+
+    prefix: torch.Tensor
+    bank: list[torch.Tensor] = field(default_factory=list)
+
+
+def aggregate(bank: list[torch.Tensor], prefix: torch.Tensor, combined: torch.Tensor, eps: float) -> torch.Tensor:
+    """bank: n tensors [N, D]; prefix [N, D]; combined [D] fp32 -> mixed [N, D] fp32."""
+    rows = torch.stack([*bank, prefix], dim=1).float()  # [N, n + 1, D]
+    normed = rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + eps)
+    scores = normed @ combined  # [N, n + 1]
+    return (scores.softmax(-1)[..., None] * rows).sum(1)
+
+
+class ResidualMix(SpecModule):
+    """One aggregation point: role "attn_res", "mlp_res" or "output_res" (norm [D] and proj [1, D] weights)."""
+
+    def __init__(self, hidden: int, role: str, eps: float, tier: Tier, device=None) -> None:
+        super().__init__(tier)
+        self.eps = eps
+        self.add_weight("norm", (hidden,), f"{role}.norm", device)
+        self.add_weight("proj", (1, hidden), f"{role}.proj", device)
+        self.add_derived("combined")
+
+    def compute_derived(self) -> None:
+        self.combined = self.norm.float() * self.proj[0].float()
+
+    def forward(self, stream: Stream) -> torch.Tensor:
+        return aggregate(stream.bank, stream.prefix, self.combined, self.eps).to(stream.prefix.dtype)

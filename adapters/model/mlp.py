@@ -1,0 +1,45 @@
+"""Gated MLPs: the dense layer, the shared experts, and the activation every expert uses.
+
+silu: silu(gate) * up.   situ: beta*tanh(gate/beta)*sigmoid(gate) * linear_beta*tanh(up/linear_beta).
+Both in fp32 math. The reference tier spells the formula out; the fast tier calls `dayone.kernels.situ`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from dayone.adapters.model.config import Tier
+from dayone.adapters.model.module import SpecModule
+from dayone.spec.schema import Activation
+
+
+def gated_activation(gate: torch.Tensor, up: torch.Tensor, act: Activation, tier: Tier) -> torch.Tensor:
+    """act(gate) * up' [..., I] in fp32 math, returned in gate's dtype."""
+    if not tier.is_reference:
+        from dayone.kernels.situ import act_and_mul
+
+        betas = {"beta": act.beta, "linear_beta": act.linear_beta} if act.kind == "situ" else {}
+        return act_and_mul(gate, up, activation=act.kind, **betas)
+    g, u = gate.float(), up.float()
+    if act.kind == "silu":
+        out = F.silu(g) * u
+    else:
+        out = (
+            act.beta * torch.tanh(g / act.beta) * torch.sigmoid(g) * (act.linear_beta * torch.tanh(u / act.linear_beta))
+        )
+    return out.to(gate.dtype)
+
+
+class MLP(SpecModule):
+    """down(act(gate(x)) * up(x)). role: the manifest role prefix ("mlp" for the dense layer, "moe.shared")."""
+
+    def __init__(self, width: int, intermediate: int, act: Activation, role: str, tier: Tier, device=None) -> None:
+        super().__init__(tier)
+        self.act = act
+        self.add_weight("gate_proj", (intermediate, width), f"{role}.gate", device)
+        self.add_weight("up_proj", (intermediate, width), f"{role}.up", device)
+        self.add_weight("down_proj", (width, intermediate), f"{role}.down", device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = gated_activation(F.linear(x, self.gate_proj), F.linear(x, self.up_proj), self.act, self.tier)
+        return F.linear(h, self.down_proj)

@@ -1,0 +1,95 @@
+"""The index matrix: one cell per (model spec, stage, target), its state, and its history over runs.
+
+A cell of a per-model stage (spec, coverage, compile, publish) spans all targets of its model. A cell can hold
+several variants at once (compile: one per arch); its state is that of the latest run of each variant, failed if
+any of them failed. Runs are told apart by the reports' `created` time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dayone.dashboard.reports import NEEDS_WEIGHTS, STAGES, TARGETED_STAGES, TARGETS, Report
+
+HISTORY = 8  # runs shown as marks per cell
+NOT_RUN = "not run"
+WAITING = "waiting for weights"
+
+
+@dataclass
+class Cell:
+    spec: str
+    stage: str
+    target: str | None  # None for per-model stages
+    reports: list[Report] = field(default_factory=list)  # oldest first
+    pre_release: bool = False
+
+    @property
+    def page(self) -> str:
+        parts = [self.spec, self.stage] + ([self.target] if self.target else [])
+        return "cell-" + "--".join(slug(p) for p in parts) + ".html"
+
+    @property
+    def state(self) -> str:
+        if not self.reports:
+            return WAITING if self.pre_release and self.stage in NEEDS_WEIGHTS else NOT_RUN
+        latest: dict[tuple, Report] = {}
+        for r in self.reports:  # oldest first, so the last one written per variant is the latest
+            latest[(r.target, r.arch)] = r
+        return "fail" if any(r.status == "fail" for r in latest.values()) else "pass"
+
+    @property
+    def history(self) -> list[tuple[datetime, str]]:
+        """(created, pass|fail) of the last HISTORY runs, oldest first; a run fails if any of its reports failed."""
+        runs: dict[datetime, str] = {}
+        for r in self.reports:
+            runs[r.created] = "fail" if r.status == "fail" or runs.get(r.created) == "fail" else "pass"
+        return sorted(runs.items())[-HISTORY:]
+
+    @property
+    def latest(self) -> datetime | None:
+        return self.reports[-1].created if self.reports else None
+
+
+@dataclass
+class ModelRows:
+    """A model's block in the matrix: a row per target; per-model stage cells span the rows."""
+
+    spec: str
+    pre_release: bool
+    cells: dict[tuple[str, str | None], Cell]  # (stage, target or None) -> cell
+
+    @property
+    def page(self) -> str:
+        return f"model-{slug(self.spec)}.html"
+
+    def cell(self, stage: str, target: str | None) -> Cell:
+        return self.cells[(stage, target if stage in TARGETED_STAGES else None)]
+
+    @property
+    def reports(self) -> list[Report]:
+        return sorted((r for c in self.cells.values() for r in c.reports), key=lambda r: r.created)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a spec, stage or target name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def build_matrix(reports: list[Report], pre_release: set[str]) -> list[ModelRows]:
+    """Every spec named by a report or by pre_release, each with all stage x target cells (empty ones: not run)."""
+    by_key: dict[tuple[str, str, str | None], list[Report]] = defaultdict(list)
+    for r in sorted(reports, key=lambda r: r.created):
+        by_key[(r.spec, r.stage, r.target if r.stage in TARGETED_STAGES else None)].append(r)
+    models = []
+    for spec in sorted({r.spec for r in reports} | pre_release):
+        waiting = spec in pre_release
+        cells = {}
+        for stage in STAGES:
+            for target in TARGETS if stage in TARGETED_STAGES else (None,):
+                cells[(stage, target)] = Cell(spec, stage, target, by_key.get((spec, stage, target), []), waiting)
+        models.append(ModelRows(spec, waiting, cells))
+    return models

@@ -1,0 +1,141 @@
+"""The stage report: one JSON document per stage run, the only thing the dashboard reads.
+
+    {"stage": "compile", "spec": "kimi-k3", "target": null, "arch": "sm_90", "status": "pass",
+     "created": "2026-05-01T12:00:00Z", "details": {...}}
+
+stage    spec | coverage | generate | compile | validate | package | publish
+spec     the model spec's name (spec/models/<name>.yaml)
+target   sglang | vllm | miles | megatron-bridge | reference, or null for stages that are not per target
+arch     sm_90 | sm_100 for compile reports, else null
+status   pass | fail
+created  ISO 8601 timestamp of the run (no zone = UTC); reports with different `created` are different runs
+details  free-form per stage; the dashboard draws these keys when present:
+         validate: "numerics": [{"capture": str, "layer": int, "rel_rms": float, ...}], "tolerance": {"rel_rms": x}
+         compile:  "resources": [rows of dayone.kernels.aot.Resources.as_dict(): kernel, config, arch, registers,
+                   shared_bytes, spill_bytes, ...]
+         coverage: the `integrate inspect --json` document; "synthetic": true for a skeleton checkpoint
+
+A report file holds one report or a list of them. Two stage outputs that predate this format are read as reports,
+with created = the file's modification time: `integrate inspect --json` output (a coverage report) and
+`integrate compile`'s resources.json (a compile report per arch).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from dayone.commands.output import write_atomic
+from dayone.errors import InputError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+STAGES = ("spec", "coverage", "generate", "compile", "validate", "package", "publish")
+TARGETS = ("sglang", "vllm", "miles", "megatron-bridge", "reference")
+ARCHS = ("sm_90", "sm_100")
+# Stages that produce one result per target framework; the others are one result per model.
+TARGETED_STAGES = frozenset({"generate", "validate", "package"})
+# Stages that cannot run before the real weights exist (numerics need them); all others run on the spec and a
+# synthetic checkpoint, which is what makes the dashboard green before release day.
+NEEDS_WEIGHTS = frozenset({"validate"})
+
+Stage = Literal["spec", "coverage", "generate", "compile", "validate", "package", "publish"]
+Target = Literal["sglang", "vllm", "miles", "megatron-bridge", "reference"]
+Arch = Literal["sm_90", "sm_100"]
+# Keys that identify the documents stage commands write in their own formats, read here as reports:
+# `integrate inspect --json` (dayone.commands.inspect_cmd) and `integrate compile`'s resources.json (compile_cmd).
+INSPECT_KEYS = frozenset({"ok", "checkpoint", "spec", "expected_tensors", "missing"})
+COMPILE_KEYS = frozenset({"stage", "spec", "archs", "ok", "kernels"})
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stage: Stage
+    spec: str = Field(min_length=1)
+    target: Target | None = None
+    arch: Arch | None = None
+    status: Literal["pass", "fail"]
+    created: datetime
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("created")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        # Reports from different machines must order correctly: naive times are taken as UTC.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def write_report(path: Path, report: Report) -> None:
+    write_atomic(Path(path), report.model_dump_json(indent=2) + "\n")
+
+
+def coverage_from_inspect(data: dict, created: datetime) -> Report:
+    """Wrap `integrate inspect --json` output as a coverage report."""
+    return Report(
+        stage="coverage", spec=data["spec"], status="pass" if data["ok"] else "fail", created=created, details=data
+    )
+
+
+def compile_from_resources(data: dict, created: datetime) -> list[Report]:
+    """Wrap `integrate compile`'s resources.json as one compile report per arch."""
+    return [
+        Report(
+            stage="compile",
+            spec=data["spec"],
+            arch=arch,
+            status="pass" if data["ok"] else "fail",
+            created=created,
+            details={
+                "resources": [k for k in data["kernels"] if k.get("arch") == arch],
+                "seconds": data.get("seconds"),
+            },
+        )
+        for arch in data["archs"]
+    ]
+
+
+def load_reports(paths: list[Path]) -> list[Report]:
+    """Every report in the given files and folders (folders: their *.json files, recursively)."""
+    reports: list[Report] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files = sorted(path.rglob("*.json"))
+        elif path.is_file():
+            files = [path]
+        else:
+            raise InputError(f"{path}: no such file or folder")
+        for file in files:
+            reports.extend(_read(file))
+    return reports
+
+
+def _read(file: Path) -> list[Report]:
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{file}: not a JSON report ({err})") from None
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for i, item in enumerate(items):
+        where = f"{file}" if not isinstance(data, list) else f"{file}[{i}]"
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: a report is a JSON object, got {type(item).__name__}")
+        created = datetime.fromtimestamp(file.stat().st_mtime, UTC).replace(microsecond=0)
+        try:
+            if INSPECT_KEYS <= item.keys():
+                out.append(coverage_from_inspect(item, created))
+            elif COMPILE_KEYS <= item.keys() and "status" not in item:
+                out.extend(compile_from_resources(item, created))
+            else:
+                out.append(Report.model_validate(item))
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "report"
+            raise InputError(f"{where}: {loc}: {first['msg']}") from None
+    return out

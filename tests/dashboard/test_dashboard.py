@@ -1,0 +1,148 @@
+"""`integrate dashboard` without a browser: report loading and its errors, the matrix rules, atomic rebuilds, --serve."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from cli_runner import assert_bad_input, integrate
+from dayone.dashboard.chart import numerics_svg
+from dayone.dashboard.matrix import build_matrix
+from dayone.dashboard.reports import load_reports
+from sample_reports import K3, LINEAR, RUN, report, resources, write_sample_reports
+
+
+def test_cli_json_lists_every_cell_state(tmp_path):
+    expected = write_sample_reports(tmp_path / "reports")
+    result = integrate("dashboard", tmp_path / "reports", "-o", tmp_path / "site", "--pre-release", K3, "--json")
+    assert result.code == 0, result.err
+    states = {(c["spec"], c["stage"], c["target"]): c["state"] for c in json.loads(result.out)["cells"]}
+    assert {k: states[k] for k in expected} == expected
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_latest_run_per_arch_decides_and_history_keeps_order(tmp_path):
+    reports_dir = tmp_path / "r"
+    reports_dir.mkdir()
+    docs = [
+        report("compile", LINEAR, "fail", 0, arch="sm_90"),
+        report("compile", LINEAR, "pass", 1, arch="sm_90"),
+        report("compile", LINEAR, "pass", 1, arch="sm_100"),
+        report("compile", LINEAR, "fail", 2, arch="sm_100"),
+    ]
+    (reports_dir / "all.json").write_text(json.dumps(docs))
+    [model] = build_matrix(load_reports([reports_dir]), set())
+    cell = model.cell("compile", "sglang")  # per-model stage: any target row shows the one cell
+    assert cell.state == "fail"
+    assert [status for _, status in cell.history] == ["fail", "pass", "fail"]
+
+
+def test_stage_outputs_in_their_own_formats_are_read_as_reports(tmp_path):
+    (tmp_path / "resources.json").write_text(
+        json.dumps(
+            {
+                "stage": "compile",
+                "spec": K3,
+                "archs": ["sm_90", "sm_100"],
+                "ok": True,
+                "seconds": 3.0,
+                "kernels": resources("sm_90") + resources("sm_100"),
+            }
+        )
+    )
+    (tmp_path / "inspect.json").write_text(
+        json.dumps({"ok": False, "checkpoint": "/ckpt", "spec": K3, "expected_tensors": 3, "missing": ["x"]})
+    )
+    loaded = sorted(load_reports([tmp_path]), key=lambda r: (r.stage, str(r.arch)))
+    assert [(r.stage, r.arch, r.status) for r in loaded] == [
+        ("compile", "sm_100", "pass"),
+        ("compile", "sm_90", "pass"),
+        ("coverage", None, "fail"),
+    ]
+    assert {row["arch"] for row in loaded[0].details["resources"]} == {"sm_100"}
+
+
+@pytest.mark.parametrize(
+    "doc,fragment",
+    [
+        ({"stage": "deploy", "spec": K3, "status": "pass", "created": RUN[0].isoformat()}, "stage"),
+        ({"stage": "spec", "spec": K3, "status": "ok", "created": RUN[0].isoformat()}, "status"),
+        ({"stage": "spec", "spec": K3, "status": "pass"}, "created"),
+        ({"stage": "compile", "spec": K3, "arch": "sm_80", "status": "pass", "created": RUN[0].isoformat()}, "arch"),
+        ([1], "[0]"),
+    ],
+)
+def test_bad_report_is_one_line_naming_file_and_field(tmp_path, doc, fragment):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    assert_bad_input(integrate("dashboard", path, "-o", tmp_path / "site"), "bad.json", fragment)
+
+
+def test_not_json_and_missing_paths_are_bad_input(tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    assert_bad_input(integrate("dashboard", tmp_path / "broken.json", "-o", tmp_path / "s"), "broken.json")
+    assert_bad_input(integrate("dashboard", tmp_path / "nope", "-o", tmp_path / "s"), "nope")
+
+
+def test_rebuild_replaces_the_site_whole_but_never_a_foreign_folder(tmp_path):
+    write_sample_reports(tmp_path / "reports")
+    site = tmp_path / "site"
+    assert integrate("dashboard", tmp_path / "reports", "-o", site).code == 0
+    (site / "stale.html").write_text("from an older build")
+    assert integrate("dashboard", tmp_path / "reports", "-o", site).code == 0
+    assert not (site / "stale.html").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports", "site"]  # no temp folders left
+
+    foreign = tmp_path / "docs"
+    foreign.mkdir()
+    (foreign / "keep.md").write_text("not ours")
+    assert_bad_input(integrate("dashboard", tmp_path / "reports", "-o", foreign), "docs")
+    assert (foreign / "keep.md").read_text() == "not ours"
+
+
+def test_serve_answers_on_loopback_until_interrupted(tmp_path):
+    write_sample_reports(tmp_path / "reports")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dayone",
+            "dashboard",
+            tmp_path / "reports",
+            "-o",
+            tmp_path / "s",
+            "--serve",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = ""
+        while "serving" not in line:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+        url = line.split()[1]
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "index.html", timeout=10) as response:
+            assert b"Compatibility matrix" in response.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_chart_has_a_point_per_measurement_and_marks_those_over_tolerance():
+    rows = [{"capture": c, "layer": layer, "rel_rms": v} for c, v in (("a", 1e-5), ("b", 2e-3)) for layer in range(5)]
+    rows.append({"capture": "a", "layer": 5, "rel_rms": 0.0})  # bitwise equal: drawn on the floor, not dropped
+    svg = numerics_svg(rows, tolerance=1e-3)
+    assert svg.count('<circle class="point') == 11
+    assert svg.count('class="point over"') == 5
+    assert svg.count('<g class="series"') == 2

@@ -1,0 +1,93 @@
+"""The loader: bad tensors are InputErrors naming them; reloading never leaves a derived tensor stale."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from dayone.adapters.model import SpecModel, WeightLoader
+from dayone.errors import InputError
+from dayone.numerics import assert_close
+
+
+def _load(spec, tensors, tier="reference"):
+    model = SpecModel(spec, tier)
+    WeightLoader(spec, tensors.__getitem__).load(model)
+    return model
+
+
+def _name(tensors, suffix):
+    return next(n for n in tensors if n.endswith(suffix))
+
+
+def test_nan_weight_names_the_tensor(k3_5):
+    spec, tensors = k3_5
+    bad = dict(tensors)
+    name = _name(bad, "layers.2.self_attn.q_proj.weight")
+    bad[name] = bad[name].clone()
+    bad[name][1, 2] = float("nan")
+    with pytest.raises(InputError, match=rf"^{name}: contains NaN or Inf$"):
+        _load(spec, bad)
+
+
+def test_wrong_shape_names_tensor_expected_and_got(k3_5):
+    spec, tensors = k3_5
+    bad = dict(tensors)
+    name = _name(bad, "layers.3.self_attn.kv_b_proj.weight")
+    expected = list(bad[name].shape)
+    bad[name] = bad[name][:, :-1]
+    got = list(bad[name].shape)
+    with pytest.raises(
+        InputError, match=rf"^{name}: shape \[{expected[0]}, {expected[1]}\] expected, got \[{got[0]}, {got[1]}\]$"
+    ):
+        _load(spec, bad)
+
+
+def test_nonzero_a_log_padding_names_the_tensor(k3_5):
+    spec, tensors = k3_5
+    bad = dict(tensors)
+    name = _name(bad, "layers.1.self_attn.A_log")
+    bad[name] = bad[name].clone()
+    bad[name][-1] = 0.5
+    with pytest.raises(InputError, match=rf"^{name}: padding entries 2\.\.3 must be zero, index 3 is not$"):
+        _load(spec, bad)
+
+
+def test_missing_tensor_and_nan_mxfp4_scale(k3_5):
+    spec, tensors = k3_5
+    bad = dict(tensors)
+    name = _name(bad, "norm.weight")
+    del bad[name]
+    with pytest.raises(InputError, match=rf"^{name}: missing from the checkpoint$"):
+        _load(spec, bad)
+    bad = dict(tensors)
+    name = _name(bad, "layers.2.block_sparse_moe.experts.5.w2.weight_scale")
+    bad[name] = bad[name].clone()
+    bad[name][0, 0] = 255  # E8M0 NaN
+    with pytest.raises(InputError, match=rf"^{name}: scale bytes give NaN or Inf weights$"):
+        _load(spec, bad)
+
+
+def test_a_log_padding_is_stripped_and_experts_dequantized(k3_5):
+    spec, tensors = k3_5
+    model = _load(spec, tensors)
+    a_log = tensors[_name(tensors, "layers.1.self_attn.A_log")]
+    assert torch.equal(model.layers[1].self_attn.A_log, a_log[: spec.kda.num_heads])
+    from dayone.kernels.mxfp4 import dequantize_mxfp4
+
+    base = _name(tensors, "layers.2.block_sparse_moe.experts.5.w1.weight_packed").removesuffix("weight_packed")
+    weight = dequantize_mxfp4(tensors[base + "weight_packed"], tensors[base + "weight_scale"], torch.float32)
+    assert torch.equal(model.layers[2].ffn.experts.gate[5], weight)
+
+
+@pytest.mark.parametrize("tier, fixture", [("reference", "k3_25"), ("fast", "k3_5")])
+def test_reload_after_noise_is_bitwise_identical(tier, fixture, prompts, request):
+    spec, tensors = request.getfixturevalue(fixture)
+    model = _load(spec, tensors, tier)
+    first = model(*prompts)
+    with torch.no_grad():
+        for buf in model.state_dict().values():
+            buf.copy_(torch.randn(buf.shape))
+    model.refresh_derived()
+    assert not torch.equal(model(*prompts), first)
+    WeightLoader(spec, tensors.__getitem__).load(model)
+    assert_close(model(*prompts), first, "exact", "logits after reload")
