@@ -1,15 +1,28 @@
-"""`integrate`: the command line. Each command lives in dayone/commands/<name>.py; this file only assembles them
-and turns bad input into one line on stderr with exit code 2."""
+"""`integrate`: the command line. Each command lives in dayone/commands/<name>_cmd.py and exports COMMAND; this
+file finds them (importing only the one that runs, so `inspect` never pays for github3 or torch) and turns bad
+input into one line on stderr with exit code 2."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from pathlib import Path
 
 import click
 from dayone.errors import InputError
 
+COMMANDS_DIR = Path(__file__).parent / "commands"
+
 
 class Integrate(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(p.stem.removesuffix("_cmd") for p in COMMANDS_DIR.glob("*_cmd.py"))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if not (COMMANDS_DIR / f"{name}_cmd.py").is_file():
+            return None
+        return importlib.import_module(f"dayone.commands.{name}_cmd").COMMAND
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -25,25 +38,6 @@ class Integrate(click.Group):
 @click.version_option(package_name="dayone")
 def cli() -> None:
     """dayone: day-one integration of new open-weight LLMs (spec, checkpoint, kernels, adapters, numerics, release)."""
-
-
-def _register() -> None:
-    from dayone.commands import compile_cmd, inspect_cmd, plan_cmd, spec_cmd, synth_cmd
-
-    cli.add_command(compile_cmd.compile_cmd)
-    cli.add_command(spec_cmd.spec)
-    cli.add_command(inspect_cmd.inspect)
-    cli.add_command(plan_cmd.plan)
-    cli.add_command(synth_cmd.synth)
-    from dayone.commands import publish_cmd
-
-    cli.add_command(publish_cmd.publish)
-    from dayone.commands import dashboard_cmd
-
-    cli.add_command(dashboard_cmd.dashboard)
-
-
-_register()
 
 
 def main() -> None:

@@ -24,6 +24,9 @@ FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
         "a_log_pad_to": 128,  # A_log is stored flat and zero-padded to a multiple of 128 heads
         "passthrough": ["vision_tower.", "mm_projector."],
         "architecture": "KimiK3ForConditionalGeneration",
+        # The vendor reference builds q_a/kv_a layernorms with 1e-6, Miles with rms_norm_eps (1e-5); dayone follows
+        # Miles, whose numbers the RL gate is measured against (reference/kimi-k3.md).
+        "mla_norm_eps": None,
     },
     "kimi_linear": {
         "prefix": "model.",
@@ -32,6 +35,9 @@ FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
         "a_log_pad_to": None,  # A_log is stored as [1, 1, H, 1]
         "passthrough": [],
         "architecture": "KimiLinearForCausalLM",
+        # The vendor code and transformers' port build q_a/kv_a layernorms with their default eps, 1e-6, not
+        # rms_norm_eps: the independent oracle decides.
+        "mla_norm_eps": 1e-6,
     },
 }
 
@@ -105,7 +111,7 @@ def derive_spec(
     if "kda" in attention:
         spec["kda"] = _kda(text, conventions)
     if "mla" in attention:
-        spec["mla"] = _mla(text)
+        spec["mla"] = _mla(text, conventions)
     if "dense" in ffn:
         spec["dense_intermediate_size"] = text.get("intermediate_size")
     if "moe" in ffn:
@@ -239,7 +245,7 @@ def _either(first: _Fields, first_key: str, second: _Fields, second_key: str, de
     return a if a is not None else b
 
 
-def _mla(text: _Fields) -> dict:
+def _mla(text: _Fields, conventions: dict) -> dict:
     heads = int(text.get("num_attention_heads"))
     kv_heads = text.get("num_key_value_heads", default=heads)
     if kv_heads not in (None, heads):
@@ -254,7 +260,7 @@ def _mla(text: _Fields) -> dict:
         # transformers' kimi_linear is NoPE unconditionally and writes no mla_use_nope.
         "nope": bool(text.get("mla_use_nope", default=True)),
         "output_gate": bool(text.get("mla_use_output_gate", default=False)),
-        "norm_eps": text.get("rms_norm_eps"),
+        "norm_eps": conventions["mla_norm_eps"] or text.get("rms_norm_eps"),
     }
 
 

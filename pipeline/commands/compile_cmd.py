@@ -76,3 +76,6 @@ def compile_cmd(
         click.echo(format_table(table))
         hits = sum(row.cached for row in table)
         console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {out}")
+
+
+COMMAND = compile_cmd

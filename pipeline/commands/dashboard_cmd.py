@@ -72,3 +72,6 @@ def dashboard(
             click.echo("stopped")
         finally:
             server.server_close()
+
+
+COMMAND = dashboard

@@ -87,3 +87,6 @@ def _print(r: dict) -> None:
     console.print(
         "[green]covered: every tensor present with its shape and dtype[/]" if r["ok"] else "[red]NOT covered[/]"
     )
+
+
+COMMAND = inspect

@@ -53,3 +53,6 @@ def plan(spec_arg: str, gpu: str, gpus: int, as_json: bool) -> None:
         f"{p.aggregate_hbm_bytes_per_s / 1e12:.2f} TB/s aggregate = "
         f"{p.decode_bound_tokens_per_s:,.1f} tok/s at most"
     )
+
+
+COMMAND = plan

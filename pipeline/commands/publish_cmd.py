@@ -119,3 +119,6 @@ def _print(result: PublishResult, hub: HubResult | None) -> None:
         )
         for f in hub.files:
             console.print(f"  {f['path']} ({human_bytes(f['size'])})", markup=False)
+
+
+COMMAND = publish

@@ -123,3 +123,6 @@ def schema(output: Path | None) -> None:
         write_atomic(output, text)
     else:
         click.echo(text, nl=False)
+
+
+COMMAND = spec

@@ -41,3 +41,6 @@ def synth(spec_arg: str, skeleton: bool, output: Path, shards: int | None, overw
     console.print(
         f"wrote {output}: {len(manifest):,} tensors, {human_bytes(manifest.nbytes)} in {num_shards} shards (sparse)"
     )
+
+
+COMMAND = synth
