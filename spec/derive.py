@@ -6,7 +6,7 @@ Every value of the spec comes from a config field, or from the storage conventio
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Container
 from typing import Any
 
 from dayone.errors import InputError
@@ -66,7 +66,7 @@ class _Fields:
 def derive_spec(
     config: dict,
     name: str,
-    tensor_names: Collection[str] | None = None,
+    tensor_names: Container[str] | None = None,
     num_shards: int | None = None,
     where: str = "config.json",
 ) -> ModelSpec:
@@ -288,7 +288,7 @@ def _moe(text: _Fields) -> dict:
     }
 
 
-def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: Collection[str] | None, ffn: str) -> dict:
+def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: Container[str] | None, ffn: str) -> dict:
     dtype = text.data.get("dtype") or text.data.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype")
     dtype = dtype or "bfloat16"
     if dtype not in ("bfloat16", "float16", "float32"):

@@ -1,19 +1,29 @@
-"""Does a checkpoint hold exactly what its spec's manifest says? Missing, unexpected, wrong shape, wrong dtype."""
+"""Does a checkpoint hold exactly what its spec's manifest says? Missing, unexpected, wrong shape, wrong dtype.
+
+A K3 release has ~500k tensors in 96 shards, so the comparison is one pass per shard over the raw header entries
+against the manifest's name -> (shape, dtype) table, and `scan_coverage` runs those passes in forked worker
+processes (the table is shared copy-on-write) that send back only counts and the names that are off.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import multiprocessing
+import os
+from dataclasses import dataclass, field
 
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint
+from dayone.checkpoint.safetensors_header import gc_paused, read_header
 from dayone.spec.manifest import Manifest
+
+Expected = dict[str, tuple[list[int], str]]
 
 
 @dataclass(frozen=True)
 class Coverage:
     missing: list[str]  # grouped patterns
     unexpected: list[str]
-    wrong_shape: list[str]  # "name: expected [..], found [..]" (grouped by name pattern when shapes agree)
+    wrong_shape: list[str]  # "pattern: expected [..], found [..]"
     wrong_dtype: list[str]
     missing_count: int
     unexpected_count: int
@@ -36,27 +46,111 @@ class Coverage:
         }
 
 
+@dataclass
+class ShardComparison:
+    """One shard against the manifest: what a worker sends back (small unless the shard is badly off)."""
+
+    file: str
+    tensors: int
+    bytes_by_dtype: dict[str, int]
+    seen: int = 0  # entries the manifest expects
+    unexpected: list[str] = field(default_factory=list)
+    wrong_shape: dict[tuple, list[str]] = field(default_factory=dict)
+    wrong_dtype: dict[tuple, list[str]] = field(default_factory=dict)
+
+
+def compare_entries(file: str, entries: dict, bytes_by_dtype: dict[str, int], expected: Expected) -> ShardComparison:
+    result = ShardComparison(file, len(entries), bytes_by_dtype)
+    seen = 0
+    for name, entry in entries.items():
+        want = expected.get(name)
+        if want is None:
+            result.unexpected.append(name)
+            continue
+        seen += 1
+        shape, dtype = want
+        if entry["shape"] != shape:
+            result.wrong_shape.setdefault((tuple(shape), tuple(entry["shape"])), []).append(name)
+        elif entry["dtype"] != dtype:
+            result.wrong_dtype.setdefault((dtype, entry["dtype"]), []).append(name)
+    result.seen = seen
+    return result
+
+
 def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
-    """One pass over the raw header entries against the manifest's name -> (shape, dtype) table: a K3 release has
-    ~500k tensors, so nothing per tensor is built that the verdict does not need."""
+    """Coverage from the checkpoint's (already read) headers, in this process."""
     expected = manifest.expected()
-    unexpected: list[str] = []
+    if checkpoint.pickle_files:
+        entries = {n: {"dtype": i.dtype, "shape": list(i.shape)} for n, i in checkpoint.pickle_tensors.items()}
+        shards = [compare_entries("pickle", entries, {}, expected)]
+    else:
+        shards = [compare_entries(f, h.entries, h.bytes_by_dtype, expected) for f, h in checkpoint.shards.items()]
+    return assemble(shards, expected, checkpoint)
+
+
+def scan_coverage(
+    manifest: Manifest, checkpoint: Checkpoint, workers: int | None = None
+) -> tuple[Coverage, list[ShardComparison]]:
+    """Read, check and compare every shard header in parallel worker processes.
+
+    Cross-shard checks come from the counts the workers send back; when they do not add up (a duplicate tensor, an
+    index that disagrees with the headers, missing tensors) the checkpoint's own header reading names the culprit.
+    """
+    if checkpoint.pickle_files:
+        coverage = check_coverage(manifest, checkpoint)
+        return coverage, []
+    expected = manifest.expected()
+    workers = max(1, min(workers or os.cpu_count() or 1, len(checkpoint.files)))
+    paths = [str(checkpoint.root / f) for f in checkpoint.files]
+    groups = [paths[i::workers] for i in range(workers)]
+    global _EXPECTED
+    _EXPECTED = expected  # inherited by the forked workers without pickling
+    try:
+        if workers == 1:
+            results = _scan_group(groups[0])
+        else:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = [r for part in pool.map(_scan_group, groups) for r in part]
+    finally:
+        _EXPECTED = None
+    results.sort(key=lambda r: checkpoint.files.index(r.file))
+    counts = {r.file: r.tensors for r in results}
+    seen = sum(r.seen for r in results)
+    unexpected = [n for r in results for n in r.unexpected]
+    if (
+        (checkpoint.index_counts is not None and counts != checkpoint.index_counts)
+        or seen > len(expected)
+        or len(set(unexpected)) != len(unexpected)
+    ):
+        checkpoint.shards  # noqa: B018 - reading them sequentially raises the precise error
+    return assemble(results, expected, checkpoint), results
+
+
+_EXPECTED: Expected | None = None
+
+
+def _scan_group(paths: list[str]) -> list[ShardComparison]:
+    from pathlib import Path
+
+    out = []
+    with gc_paused():
+        for path in paths:
+            header = read_header(Path(path))
+            out.append(compare_entries(Path(path).name, header.entries, header.bytes_by_dtype, _EXPECTED))
+    return out
+
+
+def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Checkpoint) -> Coverage:
+    seen = sum(s.seen for s in shards)
+    missing = expected.keys() - checkpoint.names() if seen != len(expected) else set()
     shape_issues: dict[tuple, list[str]] = {}
     dtype_issues: dict[tuple, list[str]] = {}
-    seen = 0
-    for header in _headers(checkpoint):
-        for name, entry in header.items():
-            want = expected.get(name)
-            if want is None:
-                unexpected.append(name)
-                continue
-            seen += 1
-            shape, dtype = want
-            if entry["shape"] != shape:
-                shape_issues.setdefault((tuple(shape), tuple(entry["shape"])), []).append(name)
-            elif entry["dtype"] != dtype:
-                dtype_issues.setdefault((dtype, entry["dtype"]), []).append(name)
-    missing = expected.keys() - checkpoint.names() if seen != len(expected) else set()
+    for s in shards:
+        for key, names in s.wrong_shape.items():
+            shape_issues.setdefault(key, []).extend(names)
+        for key, names in s.wrong_dtype.items():
+            dtype_issues.setdefault(key, []).extend(names)
+    unexpected = [n for s in shards for n in s.unexpected]
     return Coverage(
         missing=group_names(missing),
         unexpected=group_names(unexpected),
@@ -74,11 +168,3 @@ def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
         unexpected_count=len(unexpected),
         mismatched_count=sum(map(len, shape_issues.values())) + sum(map(len, dtype_issues.values())),
     )
-
-
-def _headers(checkpoint: Checkpoint):
-    """Raw entries per shard ({name: {"dtype", "shape"}}); pickle checkpoints are adapted to the same form."""
-    if checkpoint.pickle_files:
-        yield {n: {"dtype": i.dtype, "shape": list(i.shape)} for n, i in checkpoint.pickle_tensors.items()}
-    for shard in checkpoint.shards.values():
-        yield shard.entries

@@ -25,15 +25,37 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 @dataclass(eq=False)
 class Checkpoint:
-    """What a checkpoint folder holds. `tensors` maps every tensor name to its TensorInfo (file, dtype, shape)."""
+    """What a checkpoint folder holds: its config, its shard files (paths already checked), and, read on first use,
+    every shard's checked header. `tensors` maps every tensor name to its TensorInfo (file, dtype, shape)."""
 
     root: Path
     config: dict
-    shards: dict[str, ShardHeader]
+    files: list[str]  # shard file names, in order; each resolved inside the checkpoint folder
     source: str = ""  # what the user named: a folder, or repo@revision
     trust_root: Path | None = None  # files may resolve anywhere under this (the HF cache repo folder)
+    index_path: Path | None = None
+    index_counts: dict[str, int] | None = None  # tensors per file as the index says
     pickle_files: list[str] = field(default_factory=list)
     pickle_tensors: dict[str, TensorInfo] = field(default_factory=dict)
+
+    @cached_property
+    def shards(self) -> dict[str, ShardHeader]:
+        """Every shard header, checked, and checked against each other and the index."""
+        shards = {file: read_header(self.root / file) for file in self.files}
+        names = set()
+        for header in shards.values():
+            names.update(header.entries)
+        if len(names) != sum(len(header.entries) for header in shards.values()):
+            _name_duplicate(shards, self.source)
+        if self.index_counts is not None and any(len(shards[f].entries) != n for f, n in self.index_counts.items()):
+            _explain_index_mismatch(self.index_path, shards, self.source)
+        return shards
+
+    def has_tensor(self, name: str) -> bool:
+        """Whether the checkpoint holds `name`, answered from the index text when there is one (no header read)."""
+        if self.index_path is not None:
+            return f'"{name}"'.encode() in self.index_path.read_bytes()
+        return name in self.names()
 
     @cached_property
     def tensors(self) -> dict[str, TensorInfo]:
@@ -86,6 +108,16 @@ class Checkpoint:
         return torch.load(self.root / file, map_location="cpu", weights_only=True, mmap=True)
 
 
+class TensorNames:
+    """`name in TensorNames(checkpoint)`: membership without reading every header (derive_spec's naming probes)."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.checkpoint.has_tensor(name)
+
+
 def safe_member(root: Path, relative: str, where: str, trust_root: Path | None = None) -> Path:
     """root/relative, refusing absolute paths, '..' and symlinks that lead outside root (or trust_root)."""
     pure = PurePosixPath(relative)
@@ -101,8 +133,11 @@ def safe_member(root: Path, relative: str, where: str, trust_root: Path | None =
     return candidate
 
 
-def open_local(root: Path, allow_pickle: bool = False, source: str = "", trust_root: Path | None = None) -> Checkpoint:
-    """Open a checkpoint folder, reading config.json, the index (if sharded) and every shard header."""
+def open_local(
+    root: Path, allow_pickle: bool = False, source: str = "", trust_root: Path | None = None, read_headers: bool = True
+) -> Checkpoint:
+    """Open a checkpoint folder: config.json, the index (if sharded), the shard paths, and (unless read_headers is
+    False, for callers that scan headers themselves) every shard header."""
     where = source or str(root)
     if not root.is_dir():
         raise InputError(f"{where}: not a folder")
@@ -128,18 +163,21 @@ def open_local(root: Path, allow_pickle: bool = False, source: str = "", trust_r
         else:
             raise InputError(f"{where}: no {INDEX_NAME}, no {SINGLE_NAME} and no other weights")
 
-    shards: dict[str, ShardHeader] = {}
     for file in files:
         path = safe_member(root, file, f"{where}/{INDEX_NAME}" if index_counts else where, trust_root)
         if not path.is_file():
             raise InputError(f"{where}: {INDEX_NAME} names {file!r}, which does not exist")
-        shards[file] = read_header(path)
-
-    checkpoint = Checkpoint(root, config, shards, source=where, trust_root=trust_root)
-    if len(checkpoint.names()) != sum(len(header.entries) for header in shards.values()):
-        _name_duplicate(shards, where)
-    if index_counts is not None and any(len(shards[f].entries) != n for f, n in index_counts.items()):
-        _explain_index_mismatch(index_path, checkpoint.tensors, where)
+    checkpoint = Checkpoint(
+        root,
+        config,
+        files,
+        source=where,
+        trust_root=trust_root,
+        index_path=index_path if index_counts is not None else None,
+        index_counts=index_counts,
+    )
+    if read_headers:
+        checkpoint.shards  # noqa: B018 - reading them is the check
     return checkpoint
 
 
@@ -179,18 +217,19 @@ def _index_file_counts(path: Path) -> dict[str, int]:
 _INDEX_VALUE = re.compile(rb'"[^"]*"\s*:\s*"([^"]*)"')
 
 
-def _explain_index_mismatch(index_path: Path, tensors: dict[str, TensorInfo], where: str) -> None:
+def _explain_index_mismatch(index_path: Path, shards: dict[str, ShardHeader], where: str) -> None:
     """The quick per-file counts disagree with the headers: parse the index fully and name the tensor that differs."""
     weight_map = _read_index(index_path)
+    tensors = {name: file for file, header in shards.items() for name in header.entries}
     for name, file in weight_map.items():
         hit = tensors.get(name)
         if hit is None:
             raise InputError(f"{where}/{file}: header lacks tensor {name!r} that {INDEX_NAME} lists there")
-        if hit.file != file:
-            raise InputError(f"{where}/{hit.file}: tensor {name!r} is not where {INDEX_NAME} says ({file})")
-    for name, info in tensors.items():
+        if hit != file:
+            raise InputError(f"{where}/{hit}: tensor {name!r} is not where {INDEX_NAME} says ({file})")
+    for name, file in tensors.items():
         if name not in weight_map:
-            raise InputError(f"{where}/{info.file}: tensor {name!r} is not listed in {INDEX_NAME}")
+            raise InputError(f"{where}/{file}: tensor {name!r} is not listed in {INDEX_NAME}")
     # The full parse found them consistent: the quick count was fooled by an unusual name; nothing is wrong.
 
 
@@ -245,4 +284,4 @@ def _open_pickle(root: Path, config: dict, files: list[str], where: str, trust_r
                 raise InputError(f"{path}: tensor {name!r}: unsupported dtype {t.dtype}")
             nbytes = t.numel() * t.element_size()
             tensors[name] = TensorInfo(dtype_names[t.dtype], tuple(t.shape), 0, nbytes, file)
-    return Checkpoint(root, config, {}, source=where, trust_root=trust_root, pickle_files=files, pickle_tensors=tensors)
+    return Checkpoint(root, config, [], source=where, trust_root=trust_root, pickle_files=files, pickle_tensors=tensors)

@@ -16,18 +16,18 @@ from dayone.errors import InputError
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
 
 
-def open_checkpoint(source: str | Path, allow_pickle: bool = False) -> Checkpoint:
+def open_checkpoint(source: str | Path, allow_pickle: bool = False, read_headers: bool = True) -> Checkpoint:
     path = Path(source)
     if path.exists():
-        return open_local(path, allow_pickle=allow_pickle, source=str(source))
+        return open_local(path, allow_pickle=allow_pickle, source=str(source), read_headers=read_headers)
     text = str(source)
     if REPO_ID.match(text):
         repo_id, _, revision = text.partition("@")
-        return open_hub(repo_id, revision or None, allow_pickle)
+        return open_hub(repo_id, revision or None, allow_pickle, read_headers)
     raise InputError(f"{source}: no such folder, and not an HF repo id (owner/name[@revision])")
 
 
-def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False) -> Checkpoint:
+def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, read_headers: bool = True) -> Checkpoint:
     """A Hub checkpoint through the local HF cache: metadata files are downloaded into it (or found there offline)."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
@@ -61,7 +61,9 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False) -> 
         raise InputError(f"{source}: neither {INDEX_NAME} nor {SINGLE_NAME} is available (not cached, or offline)")
     if (snapshot / INDEX_NAME).exists():
         _fetch_missing_headers(repo_id, revision, snapshot, source)
-    return open_local(snapshot, allow_pickle=allow_pickle, source=source, trust_root=repo_cache)
+    return open_local(
+        snapshot, allow_pickle=allow_pickle, source=source, trust_root=repo_cache, read_headers=read_headers
+    )
 
 
 def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, source: str) -> None:

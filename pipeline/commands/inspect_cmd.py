@@ -6,7 +6,8 @@ import math
 from collections import Counter
 
 import click
-from dayone.checkpoint import check_coverage, open_checkpoint
+from dayone.checkpoint import open_checkpoint
+from dayone.checkpoint.coverage import scan_coverage
 from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.commands.output import console, emit_json, human_bytes
 from dayone.commands.spec_source import spec_for_checkpoint
@@ -27,12 +28,17 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
     Exit 0 when it holds exactly the spec's tensors, 1 when it does not, 2 when it cannot be read.
     """
     with gc_paused():
-        ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle)
+        # Headers are read by the parallel scan, not at open: the scan is the inspection.
+        ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         manifest = build_manifest(spec)
-        coverage = check_coverage(manifest, ckpt)
+        coverage, shards = scan_coverage(manifest, ckpt)
 
-    by_dtype = ckpt.bytes_by_dtype()
+    by_dtype: Counter[str] = Counter()
+    for shard in shards:
+        by_dtype.update(shard.bytes_by_dtype)
+    for info in ckpt.pickle_tensors.values():
+        by_dtype[info.dtype] += info.end - info.begin
     by_role: Counter[str] = Counter()  # as the spec expects them (equal to the checkpoint's when covered)
     for row in manifest.summaries():
         by_role[row.role.split(".")[0]] += row.count * math.prod(row.shape) * DTYPE_BYTES[row.dtype]
@@ -42,8 +48,8 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
         "spec": spec.name,
         "architecture": spec.hf.architecture,
         "num_layers": spec.num_layers,
-        "shards": len(ckpt.shards),
-        "tensors": sum(len(h.entries) for h in ckpt.shards.values()) or len(ckpt.pickle_tensors),
+        "shards": len(ckpt.files) or len(ckpt.pickle_files),
+        "tensors": sum(s.tensors for s in shards) or len(ckpt.pickle_tensors),
         "bytes": sum(by_dtype.values()),
         "expected_tensors": len(manifest),
         "expected_bytes": manifest.nbytes,

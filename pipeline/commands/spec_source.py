@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dayone.checkpoint.reader import Checkpoint
+from dayone.checkpoint.reader import Checkpoint, TensorNames
 from dayone.spec.derive import derive_spec
 from dayone.spec.registry import load_spec
 from dayone.spec.schema import ModelSpec
@@ -15,7 +15,7 @@ def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSp
     return derive_spec(
         checkpoint.config,
         name,
-        tensor_names=checkpoint.names(),
+        tensor_names=TensorNames(checkpoint),
         num_shards=len(checkpoint.shards) or None,
         where=f"{checkpoint.source}/config.json",
     )

@@ -178,3 +178,10 @@ def test_bad_spec_file(tmp_path):
     assert_bad_input(integrate("spec", "show", spec), "s.yaml")
     spec.write_text("name: [unclosed\n")
     assert_bad_input(integrate("spec", "show", spec), "s.yaml", "YAML")
+
+
+def test_tensor_in_two_shards(tmp_path):
+    root = folder(tmp_path, index={"a": "s1.safetensors", "b": "s2.safetensors"})
+    save_file({"a": torch.zeros(4)}, root / "s1.safetensors")
+    save_file({"a": torch.zeros(4), "b": torch.zeros(4)}, root / "s2.safetensors")
+    assert_bad_input(integrate("inspect", root), "'a'")
