@@ -1,0 +1,47 @@
+"""SGLang: an external model package (SGLANG_EXTERNAL_MODEL_PACKAGE) whose model class is named after the
+checkpoint's architecture, with `EntryClass`, a table-walking `load_weights` and derived-tensor refresh.
+
+    <out>/sglang/pyproject.toml
+    <out>/sglang/<package>/__init__.py      how to use it
+    <out>/sglang/<package>/model.py         the model (SGLang layers), EntryClass
+    <out>/sglang/<package>/weight_table.py  the inference-layout weight map (MXFP4 experts kept packed)
+    <out>/sglang/<package>/loading.py, walk.py, mxfp4.py   the table walker, shipped verbatim
+"""
+
+from __future__ import annotations
+
+from dayone.adapters.targets import common
+from dayone.adapters.weightmap import build_weight_map
+from dayone.spec.schema import ModelSpec
+
+TARGET = "sglang"
+RELEASE = "0.5.23"
+
+
+def files(spec: ModelSpec) -> dict[str, str]:
+    package = common.package_name(spec, TARGET)
+    wm = build_weight_map(spec, "inference", mxfp4="packed")
+    what = f"SGLang {RELEASE} external model package"
+    derived = sorted({d.kind for d in wm.DERIVED})
+    context = {
+        "header": common.header(spec, what),
+        "spec": spec,
+        "package": package,
+        "release": RELEASE,
+        "arch": spec.hf.architecture,
+        "dims": common.dims(spec),
+        "residual": spec.residual.kind == "attention",
+        "quantized": spec.quantization is not None,
+        "lm_attr": common.lm_attribute(spec),
+        "derived_text": ", ".join(derived) or "(none)",
+        **common.describe(spec),
+    }
+    out = {
+        f"{package}/__init__.py": common.render("sglang/init.py.j2", **context),
+        f"{package}/model.py": common.render("sglang/model.py.j2", **context),
+        f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
+        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points={}),
+    }
+    for name in common.SHIPPED:
+        out[f"{package}/{name}"] = common.shipped_source(name, spec)
+    return common.finish(out)

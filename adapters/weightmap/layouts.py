@@ -1,0 +1,154 @@
+"""Where each checkpoint role goes in a framework: the parameter names, fusions and expert layout of a target.
+
+Two layouts cover the four targets:
+    inference  SGLang and vLLM: checkpoint names kept except fused merged linears (q/k/v/g, the three convs,
+               q_a with kv_a, gate with up) and FusedMoE expert stacks (w13 = w1 gate + w3 up, w2 = down).
+    megatron   Miles and Megatron-Bridge: Megatron-Core names (linear_fc1 = gate + up, in_proj = q/k/v/g,
+               linear_q_down_proj, ...), one parameter per local expert (`linear_fc1.weight{e}`), experts not split
+               by tensor parallelism (expert tensor parallel size 1: experts are spread by expert parallelism).
+A layout only names and fuses; splits come from `contracts.SPLIT` (what the dims mean), part order from the member
+lists below, shapes from the spec's manifest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dayone.spec.schema import ModelSpec
+
+# A fused parameter: (new leaf module name, member leaf names in the order the consumer reads them).
+INFERENCE_FUSED = {
+    "kda": (("fused_qkvg_proj", ("q_proj", "k_proj", "v_proj", "g_proj")),),
+    "kda_low_rank": (("qkv_proj", ("q_proj", "k_proj", "v_proj")),),
+    "conv": (("qkv_conv1d", ("q_conv1d", "k_conv1d", "v_conv1d")),),
+    "mla": (("fused_qkv_a_proj_with_mqa", ("q_a_proj", "kv_a_proj_with_mqa")),),
+    "mlp": (("gate_up_proj", ("gate_proj", "up_proj")),),
+}
+# FusedMoE: checkpoint expert weight -> (stacked parameter, loader shard id, part)
+INFERENCE_EXPERTS = {"gate": ("w13", "w1", 0), "up": ("w13", "w3", 1), "down": ("w2", "w2", None)}
+
+MEGATRON_GLOBAL = {
+    "embed": "embedding.word_embeddings.weight",
+    "final_norm": "decoder.final_layernorm.weight",
+    "output_res.norm": "decoder.final_attn_res.norm.weight",
+    "output_res.proj": "decoder.final_attn_res.proj.weight",
+    "lm_head": "output_layer.weight",
+}
+# role -> (parameter under decoder.layers.{i}., fused part index or None)
+MEGATRON_LAYER = {
+    "input_norm": ("input_layernorm.weight", None),
+    "post_attention_norm": ("pre_mlp_layernorm.weight", None),
+    "attn_res.norm": ("attn_res.norm.weight", None),
+    "attn_res.proj": ("attn_res.proj.weight", None),
+    "mlp_res.norm": ("mlp_res.norm.weight", None),
+    "mlp_res.proj": ("mlp_res.proj.weight", None),
+    "kda.q_proj": ("self_attention.in_proj.weight", 0),
+    "kda.k_proj": ("self_attention.in_proj.weight", 1),
+    "kda.v_proj": ("self_attention.in_proj.weight", 2),
+    "kda.g_proj": ("self_attention.in_proj.weight", 3),
+    "kda.conv.q": ("self_attention.conv1d.weight", 0),
+    "kda.conv.k": ("self_attention.conv1d.weight", 1),
+    "kda.conv.v": ("self_attention.conv1d.weight", 2),
+    "kda.f_a": ("self_attention.f_a_proj.weight", None),
+    "kda.f_b": ("self_attention.f_b_proj.weight", None),
+    "kda.b_proj": ("self_attention.beta_proj.weight", None),
+    "kda.a_log": ("self_attention.A_log", None),
+    "kda.dt_bias": ("self_attention.dt_bias", None),
+    "kda.g_a": ("self_attention.g_a_proj.weight", None),
+    "kda.g_b": ("self_attention.g_b_proj.weight", None),
+    "kda.o_norm": ("self_attention.out_norm.weight", None),
+    "kda.o_proj": ("self_attention.out_proj.weight", None),
+    "mla.q_a": ("self_attention.linear_q_down_proj.weight", None),
+    "mla.q_a_norm": ("self_attention.linear_q_up_proj.layer_norm_weight", None),
+    "mla.q_b": ("self_attention.linear_q_up_proj.weight", None),
+    "mla.q_proj": ("self_attention.linear_q_proj.weight", None),
+    "mla.kv_a": ("self_attention.linear_kv_down_proj.weight", None),
+    "mla.kv_a_norm": ("self_attention.linear_kv_up_proj.layer_norm_weight", None),
+    "mla.kv_b": ("self_attention.linear_kv_up_proj.weight", None),
+    "mla.g_proj": ("self_attention.linear_output_gate.weight", None),
+    "mla.o_proj": ("self_attention.linear_proj.weight", None),
+    "mlp.gate": ("mlp.linear_fc1.weight", 0),
+    "mlp.up": ("mlp.linear_fc1.weight", 1),
+    "mlp.down": ("mlp.linear_fc2.weight", None),
+    "moe.router": ("mlp.router.weight", None),
+    "moe.correction_bias": ("mlp.router.expert_bias", None),
+    "moe.latent_down": ("mlp.latent_down_proj.weight", None),
+    "moe.latent_norm": ("mlp.latent_norm.weight", None),
+    "moe.latent_up": ("mlp.latent_up_proj.weight", None),
+    "moe.shared.gate": ("mlp.shared_experts.linear_fc1.weight", 0),
+    "moe.shared.up": ("mlp.shared_experts.linear_fc1.weight", 1),
+    "moe.shared.down": ("mlp.shared_experts.linear_fc2.weight", None),
+}
+# expert projection -> (parameter stem under decoder.layers.{i}.mlp.experts., part)
+MEGATRON_EXPERTS = {"gate": ("linear_fc1", 0), "up": ("linear_fc1", 1), "down": ("linear_fc2", None)}
+MXFP4_SUFFIX = {"packed": "weight_packed", "scale": "weight_scale"}
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one checkpoint tensor goes: parameter name (pattern), fused part, loader shard id, expert layout."""
+
+    target: str
+    part: int | None = None
+    members: int | None = None  # number of fused parts (None: not fused)
+    shard: int | str | None = None
+    experts: str = ""
+    tp: str | None = None  # overrides contracts.SPLIT (Megatron experts: replicated over tensor parallelism)
+
+
+def inference_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
+    """SGLang / vLLM: source is a checkpoint name pattern ({i}, {e})."""
+    if role.startswith("moe.expert."):
+        proj, kind = role.split(".")[2], (role.split(".")[3] if role.count(".") == 3 else None)
+        stem, shard, part = INFERENCE_EXPERTS[proj]
+        module = source.split("experts.{e}.")[0] + "experts."
+        suffix = "weight" if kind is None or mxfp4 == "dequantize" else MXFP4_SUFFIX[kind]
+        members = 2 if stem == "w13" else None
+        return Place(f"{module}{stem}_{suffix}", part, members, shard, "stacked")
+    module, _, leaf_and_attr = source.rpartition(".")
+    owner, _, leaf = module.rpartition(".")
+    for group in _inference_groups(spec, role):
+        for fused, members in INFERENCE_FUSED[group]:
+            if leaf in members:
+                return Place(f"{owner}.{fused}.{leaf_and_attr}", members.index(leaf), len(members), members.index(leaf))
+    return Place(source)
+
+
+def _inference_groups(spec: ModelSpec, role: str) -> tuple[str, ...]:
+    if role.startswith("kda.conv"):
+        return ("conv",)
+    if role in ("kda.q_proj", "kda.k_proj", "kda.v_proj", "kda.g_proj"):
+        return ("kda",) if spec.kda.output_gate.kind == "full_rank" else ("kda_low_rank",)
+    if role in ("mla.q_a", "mla.kv_a") and spec.mla.q_lora_rank is not None:
+        return ("mla",)
+    if role in ("mlp.gate", "mlp.up", "moe.shared.gate", "moe.shared.up"):
+        return ("mlp",)
+    return ()
+
+
+def megatron_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
+    if role.startswith("passthrough"):
+        return Place(source)
+    if role in MEGATRON_GLOBAL:
+        return Place(MEGATRON_GLOBAL[role])
+    if role.startswith("moe.expert."):
+        proj, kind = role.split(".")[2], (role.split(".")[3] if role.count(".") == 3 else None)
+        stem, part = MEGATRON_EXPERTS[proj]
+        suffix = "weight" if kind is None or mxfp4 == "dequantize" else MXFP4_SUFFIX[kind]
+        members = 2 if part is not None else None
+        return Place(
+            f"decoder.layers.{{i}}.mlp.experts.{stem}.{suffix}{{e}}", part, members, None, "named", "replicated"
+        )
+    target, part = MEGATRON_LAYER[role]
+    members = {"self_attention.in_proj.weight": _kda_in_proj_parts(spec), "self_attention.conv1d.weight": 3}
+    count = members.get(target, 2) if part is not None else None
+    return Place(f"decoder.layers.{{i}}.{target}", part, count, part)
+
+
+def _kda_in_proj_parts(spec: ModelSpec) -> int:
+    return 4 if spec.kda is not None and spec.kda.output_gate.kind == "full_rank" else 3
+
+
+LAYOUTS = {"inference": inference_place, "megatron": megatron_place}
+# The layout each target's generated code uses.
+TARGET_LAYOUT = {"sglang": "inference", "vllm": "inference", "miles": "megatron", "megatron-bridge": "megatron"}

@@ -1,0 +1,130 @@
+"""Load checkpoint tensors into an inference engine's parameters by walking the weight table (SGLang and vLLM).
+
+The engine contract, the same in both engines:
+- a merged column-parallel linear's parameter has `weight_loader(param, weight, shard_id)` and slices its own
+  tensor-parallel rank out of the full part;
+- a FusedMoE parameter has `weight_loader(param, weight, weight_name, shard_id=..., expert_id=...)` with the
+  global expert id ("w1" gate, "w3" up, "w2" down) and ignores experts another rank holds;
+- any other parameter has `weight_loader(param, weight)` (sharded ones slice their rank) or none (copied whole).
+A replicated fused parameter (MLA's q_a with kv_a) is written part by part here.
+Derived tensors (absorbed MLA, attention-residual vectors, fp32 router bias) are recomputed for every layer a
+load touched, so they never go stale after a weight update.
+
+This file depends on torch only: dayone ships it unchanged inside the generated SGLang and vLLM packages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import torch
+
+from .walk import Row, derive, derived_rows, fill, layer_indices, params_by_name, part_span, scale_name, unpad
+
+_LAYER = re.compile(r"layers\.(\d+)\.")
+_EXPERT = re.compile(r"experts\.(\d+)\.")
+
+
+def pattern_of(name: str) -> tuple[str, int | None, int | None]:
+    """A checkpoint name -> (its table pattern, layer, expert)."""
+    layer = expert = None
+    found = _LAYER.search(name)
+    if found:
+        layer = int(found.group(1))
+        name = name[: found.start()] + "layers.{i}." + name[found.end() :]
+    found = _EXPERT.search(name)
+    if found:
+        expert = int(found.group(1))
+        name = name[: found.start()] + "experts.{e}." + name[found.end() :]
+    return name, layer, expert
+
+
+class TableLoader:
+    """Walks `table` into `model` (its named_parameters are the table's parameters on this rank)."""
+
+    def __init__(self, table, model: torch.nn.Module) -> None:
+        self.table, self.model = table, model
+        self.params = dict(model.named_parameters())
+        self.by_pattern: dict[str, list] = {}
+        decls = params_by_name(table)
+        for rule in table.RULES:
+            self.by_pattern.setdefault(rule.source, []).append((rule, decls[(rule.target, rule.layers)]))
+        self.pending: dict[str, torch.Tensor] = {}  # the first half of an MXFP4 pair, until its twin arrives
+
+    def row(self, name: str) -> Row | None:
+        pattern, layer, expert = pattern_of(name)
+        if pattern.endswith(".weight_scale") and pattern not in self.by_pattern:
+            pattern = pattern.removesuffix("weight_scale") + "weight_packed"  # the twin of a dequantizing rule
+        for rule, param in self.by_pattern.get(pattern, ()):
+            if rule.layers is None or layer in layer_indices(self.table, rule.layers):
+                return Row(fill(rule.source, layer, expert), rule.target, rule, param, layer, expert)
+        return None
+
+    def load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Load every (checkpoint name, tensor); returns the names consumed. Unknown names raise KeyError;
+        tensors of parameters this model does not hold (passthrough vision tensors) are skipped."""
+        consumed: set[str] = set()
+        touched: set[int | None] = set()
+        for name, tensor in weights:
+            row = self.row(name)
+            if row is None:
+                raise KeyError(f"{name}: not a tensor of this model's weight table")
+            target = fill(row.target, row.layer)
+            if row.rule.transform == "passthrough" or target not in self.params:
+                continue
+            value = self._value(row, name, tensor)
+            if value is None:
+                continue  # waiting for the other half of an MXFP4 pair
+            self._put(row, self.params[target], value)
+            consumed.update((row.source, scale_name(row.source)) if row.rule.transform == "mxfp4" else (name,))
+            touched.add(row.layer)
+        self.refresh_derived(touched)
+        return consumed
+
+    def _value(self, row: Row, name: str, tensor: torch.Tensor) -> torch.Tensor | None:
+        if row.rule.transform == "a_log":
+            return unpad(name, tensor, row.param.shape[0])
+        if row.rule.transform != "mxfp4":
+            return tensor
+        from .mxfp4 import dequantize_mxfp4_reference
+
+        twin = scale_name(row.source) if name == row.source else row.source
+        if twin not in self.pending:
+            self.pending[name] = tensor
+            return None
+        other = self.pending.pop(twin)
+        packed, scale = (tensor, other) if name == row.source else (other, tensor)
+        return dequantize_mxfp4_reference(packed, scale, self.params[fill(row.target, row.layer)].dtype)
+
+    def _put(self, row: Row, param: torch.nn.Parameter, value: torch.Tensor) -> None:
+        loader = getattr(param, "weight_loader", None)
+        if row.param.experts == "stacked":
+            loader(param, value, row.source, shard_id=row.rule.shard, expert_id=row.expert)
+        elif row.rule.part is not None and row.param.tp == "column":
+            loader(param, value, row.rule.shard)
+        elif row.rule.part is not None:
+            start, length = part_span(row.param, row.rule.part)
+            with torch.no_grad():
+                param.data.narrow(0, start, length).copy_(value.reshape(length, *param.shape[1:]))
+        elif loader is not None:
+            loader(param, value)
+        else:
+            with torch.no_grad():
+                param.data.copy_(value.reshape(param.shape))
+
+    def refresh_derived(self, layers: set[int | None] | None = None) -> dict[str, torch.Tensor]:
+        """Recompute the derived tensors of `layers` (None: all) from the current parameters and set each on its
+        module (`a.b.w_kc` -> model.a.b.w_kc); returns them by name."""
+        out = {}
+        for name, d, inputs in derived_rows(self.table):
+            layer = _LAYER.search(name)
+            index = int(layer.group(1)) if layer else None
+            if layers is not None and index not in layers:
+                continue
+            if all(i in self.params for i in inputs):
+                out[name] = derive(d.kind, [self.params[i].data for i in inputs], d.dims)
+        for name, value in out.items():
+            owner, _, attr = name.rpartition(".")
+            setattr(self.model.get_submodule(owner) if owner else self.model, attr, value)
+        return out

@@ -1,0 +1,149 @@
+"""`integrate generate --check`: everything a CPU machine can verify of generated code it cannot run.
+
+Per target: every Python file byte-compiles; ruff check and ruff format --check are clean; every symbol imported from
+the framework exists in the pinned release and every keyword passed to it is in its signature (api.py); the weight
+table the code walks passes the table checks (coverage, shapes, splits, part order, derived tensors); and
+regenerating gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dayone.adapters.targets.common import LINE_LENGTH
+from dayone.adapters.weightmap.check import check_table
+from dayone.checks.api import FileCheck, SourceTree
+from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
+from dayone.spec.schema import ModelSpec
+
+RUFF_RULES = "E,F,W,I,B,UP"
+
+
+@dataclass
+class TargetCheck:
+    target: str
+    files: int = 0
+    symbols: int = 0
+    calls: int = 0
+    releases: list[str] = field(default_factory=list)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.problems.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "ok": self.ok,
+            "files": self.files,
+            "symbols_checked": self.symbols,
+            "calls_checked": self.calls,
+            "releases": self.releases,
+            "problems": self.problems,
+        }
+
+
+def check_target(
+    spec: ModelSpec, target: str, root: Path, expected: dict[str, str], regenerate: Callable[[], dict[str, str]]
+) -> TargetCheck:
+    """root: the folder the target was generated into; expected: the files as generated."""
+    result = TargetCheck(target)
+    py_files = sorted(root / rel for rel in expected if rel.endswith(".py"))
+    result.files = len(expected)
+    result.problems["byte_compile"] = _byte_compile(py_files, root)
+    result.problems["ruff"] = _ruff(root, py_files)
+    tree = SourceTree([sources(RELEASES[name]) for name in TARGET_RELEASES[target]])
+    result.releases = [RELEASES[name].key for name in TARGET_RELEASES[target]]
+    api: list[str] = []
+    for path in py_files:
+        check = FileCheck(path, tree, str(path.relative_to(root)))
+        api.extend(str(p) for p in check.run())
+        result.symbols += check.symbols_checked
+        result.calls += check.calls_checked
+    result.problems["api"] = api
+    result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
+    again = regenerate()
+    result.problems["deterministic"] = [
+        f"{rel}: differs when regenerated" for rel in expected if again.get(rel) != expected[rel]
+    ]
+    return result
+
+
+def _byte_compile(paths: list[Path], root: Path) -> list[str]:
+    problems = []
+    for path in paths:
+        try:
+            compile(path.read_text(), str(path), "exec")
+        except SyntaxError as err:
+            problems.append(f"{path.relative_to(root)}:{err.lineno}: {err.msg}")
+    return problems
+
+
+def _ruff(root: Path, paths: list[Path]) -> list[str]:
+    base = [sys.executable, "-m", "ruff"]
+    names = [str(p.relative_to(root)) for p in paths]
+    common = ["--isolated", "--no-cache", f"--line-length={LINE_LENGTH}"]
+    problems = []
+    lint = subprocess.run([*base, "check", *common, f"--select={RUFF_RULES}", "--output-format=concise", *names],
+                          cwd=root, capture_output=True, text=True, check=False)  # fmt: skip
+    if lint.returncode != 0:
+        problems += [line for line in lint.stdout.splitlines() if ":" in line and not line.startswith("Found")]
+    fmt = subprocess.run([*base, "format", *common, "--check", *names], cwd=root, capture_output=True, text=True,
+                         check=False)  # fmt: skip
+    if fmt.returncode != 0:
+        problems += [line for line in fmt.stdout.splitlines() if line.startswith("Would reformat")]
+    return problems
+
+
+def _table(spec: ModelSpec, root: Path, expected: dict[str, str]) -> list[str]:
+    """Import the generated weight_table (our own generated data and walk.py; the package's __init__, which may import
+    the framework, is not run) and check it."""
+    problems = []
+    for rel in (rel for rel in expected if rel.endswith("/weight_table.py")):
+        table = load_generated(root, rel.removesuffix(".py").replace("/", "."))
+        problems += [f"{rel}: {p}" for p in check_table(table, spec)]
+    return problems
+
+
+def _model_names(root: Path, expected: dict[str, str]) -> list[str]:
+    """Every module on the path of a table parameter is an attribute the generated model.py assigns (the leaf is the
+    framework layer's own `weight` / FusedMoE's `w13_weight...`), so the table and the model name the same tree."""
+    problems = []
+    for rel in (rel for rel in expected if rel.endswith("/model.py")):
+        tree = ast.parse((root / rel).read_text())
+        assigned = {"layers"}
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                    assigned.add(target.attr)
+                if isinstance(target, ast.Tuple):
+                    assigned |= {t.attr for t in target.elts if isinstance(t, ast.Attribute)}
+        table = load_generated(root, rel.removesuffix("model.py").replace("/", ".") + "weight_table")
+        for param in table.PARAMS:
+            if param.name.startswith(("vision_tower.", "mm_projector.")):
+                continue  # passed through, not part of the text model
+            path = [part for part in param.name.split(".")[:-1] if part != "{i}"]
+            missing = [part for part in path if part not in assigned]
+            if missing:
+                problems.append(f"{rel}: builds no module {missing[0]!r} for parameter {param.name}")
+    return problems
+
+
+def load_generated(root: Path, module: str):
+    """Import `package.module` from a generated folder without running the package's __init__."""
+    package = module.split(".")[0]
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        del sys.modules[name]
+    shell = types.ModuleType(package)
+    shell.__path__ = [str(root / package)]
+    sys.modules[package] = shell
+    return importlib.import_module(module)
