@@ -20,6 +20,7 @@ class KernelDims:
     hidden_size: int
     kda_num_heads: int = 0
     kda_head_dim: int = 0
+    kda_gate: str = ""  # the KDA decay gate, "plain" (Kimi Linear) | "safe" (Kimi K3); "" when there is no KDA
     conv_kernel_size: int = 0
     mla_num_heads: int = 0
     kv_lora_rank: int = 0
@@ -35,6 +36,10 @@ class KernelDims:
     attn_res_max_rows: int = 0  # bank snapshots + live prefix at most; 0 for a plain residual stream
     activation: str = "silu"  # "silu" | "situ"
     dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        if self.kda_gate not in ("", "plain", "safe"):
+            raise ValueError(f"kda_gate must be 'plain', 'safe' or '' (no KDA), got {self.kda_gate!r}")
 
 
 @dataclass(frozen=True)

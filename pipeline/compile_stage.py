@@ -25,6 +25,7 @@ def kernel_dims(spec: ModelSpec) -> KernelDims:
         hidden_size=spec.hidden_size,
         kda_num_heads=kda.num_heads if kda else 0,
         kda_head_dim=kda.head_dim if kda else 0,
+        kda_gate=kda.gate.kind if kda else "",
         conv_kernel_size=kda.conv_kernel_size if kda else 0,
         mla_num_heads=mla.num_heads if mla else 0,
         kv_lora_rank=mla.kv_lora_rank if mla else 0,

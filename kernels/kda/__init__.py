@@ -14,6 +14,7 @@ from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
 from dayone.kernels.kda.torch_chunk import chunk_kda_torch
 from dayone.kernels.kda.torch_recurrent import kda_decode_torch
 from dayone.kernels.specialization import KernelDims, Specialization
+from dayone.kernels.speculative import commit_accepted
 
 __all__ = ["chunk_kda", "commit_accepted", "kda_decode", "specializations"]
 
@@ -112,21 +113,11 @@ def kda_decode(
     )  # fmt: skip
 
 
-def commit_accepted(
-    state_pool: torch.Tensor, slots: torch.Tensor, intermediate_states: torch.Tensor, num_accepted: torch.Tensor
-) -> None:
-    """After a verify pass, keep in the pool the state of each request's last accepted token.
-
-    state_pool: [P, H, K, V]; slots: [N]; intermediate_states: [N, T, H, K, V]; num_accepted: [N] tokens accepted
-    out of T (0 keeps the pool slot unchanged). Negative slots are skipped.
-    """
-    n = torch.nonzero((num_accepted > 0) & (slots >= 0)).flatten()
-    last = num_accepted.long()[n] - 1
-    state_pool[slots.long()[n]] = intermediate_states[n, last]
-
-
 def specializations(dims: KernelDims) -> list[Specialization]:
-    """The KDA kernel instances a model needs: both gate forms, bf16 activations, chunk 64, at its head dim."""
+    """The KDA kernel instances a model needs: its gate form, bf16 activations, chunk 64, at its head dim.
+
+    Dims without a gate (kda_gate="", built by hand rather than from a spec) get both gate forms.
+    """
     if dims.kda_num_heads == 0:
         return []
     K = V = dims.kda_head_dim
@@ -150,7 +141,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
         **dict.fromkeys(["K", "V", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
     }  # fmt: skip
     specs = []
-    for name in ("plain", "safe"):  # KernelDims does not say which gate a model uses: build both
+    for name in (dims.kda_gate,) if dims.kda_gate else ("plain", "safe"):
         gate = GATES[name]
         specs.append(
             Specialization(

@@ -1,12 +1,14 @@
 """Causal depthwise short convolution (width W, no bias) with SiLU: packed prefill and a decode update over a pool.
 
 Ladder: reference.py (fp32 truth) -> conv.py (Triton) -> torch_conv.py (CPU fast tier). CUDA tensors run Triton;
-CPU tensors run torch unless backend="triton" (interpreter tests).
+CPU tensors run torch unless backend="triton" (interpreter tests). For speculative decoding, `short_conv_update`
+verifies T draft tokens per request into an intermediate buffer and `commit_accepted` keeps the accepted prefix.
 """
 
 from __future__ import annotations
 
 import torch
+import triton
 from dayone.kernels.short_conv.conv import (
     BD,
     BT,
@@ -18,8 +20,9 @@ from dayone.kernels.short_conv.conv import (
 )
 from dayone.kernels.short_conv.torch_conv import short_conv_torch, short_conv_update_torch
 from dayone.kernels.specialization import KernelDims, Specialization
+from dayone.kernels.speculative import commit_accepted
 
-__all__ = ["short_conv", "short_conv_update", "specializations"]
+__all__ = ["commit_accepted", "short_conv", "short_conv_update", "specializations"]
 
 
 def _use_triton(x: torch.Tensor, backend: str | None) -> bool:
@@ -58,19 +61,29 @@ def short_conv_update(
     conv_state_pool: torch.Tensor,
     slots: torch.Tensor,
     *,
+    intermediate_states: torch.Tensor | None = None,
     backend: str | None = None,
 ) -> torch.Tensor:
-    """One decode token per request: y = silu(conv([state, x])), and the state shifts x in, in place.
+    """Decode or verify: y = silu(conv([state, x])) per token, the conv state advancing one input per token.
 
     Args:
-        x: [N, D]; weight: [D, W] or [D, 1, W].
-        conv_state_pool: [P, D, W - 1], contiguous, updated in place.
+        x: [N, D], one decode token per request, or [N, T, D], T tokens per request (the draft tokens to verify).
+        weight: [D, W] or [D, 1, W].
+        conv_state_pool: [P, D, W - 1], contiguous.
         slots: [N] int pool slot per request; negative slots are padding (skipped, y = 0).
+        intermediate_states: None for decode: conv_state_pool[slots[n]] is updated in place after the T tokens.
+            For verify, a contiguous buffer [N, T, D, W - 1] (the pool's dtype): the state after token t goes to
+            intermediate_states[n, t] and the pool is left alone; keep the accepted prefix with `commit_accepted`.
     Returns:
-        y: [N, D] in x's dtype.
+        y: x's shape and dtype.
     """
+    if intermediate_states is not None:
+        N, T, D = (x[:, None] if x.dim() == 2 else x).shape
+        expected = (N, T, D, conv_state_pool.shape[-1])
+        if tuple(intermediate_states.shape) != expected:
+            raise ValueError(f"intermediate_states must be {list(expected)}, got {list(intermediate_states.shape)}")
     run = short_conv_update_triton if _use_triton(x, backend) else short_conv_update_torch
-    return run(x, weight, conv_state_pool, slots)
+    return run(x, weight, conv_state_pool, slots, intermediate_states)
 
 
 def specializations(dims: KernelDims) -> list[Specialization]:
@@ -96,11 +109,20 @@ def specializations(dims: KernelDims) -> list[Specialization]:
         "y": act,
         "pool": act,
         "slots": "*i32",
+        "inter": act,
+        "T": "i32",
         "D": "i32",
-        "W": "constexpr",
-        "BD": "constexpr",
+        **dict.fromkeys(["W", "WP", "BD", "VERIFY"], "constexpr"),
     }
-    specs = [Specialization("short_conv.update", short_conv_update_kernel, update, {"W": W, "BD": BD})]
+    specs = [
+        Specialization(
+            "short_conv.update" + (".verify" if verify else ""),
+            short_conv_update_kernel,
+            update,
+            {"W": W, "WP": triton.next_power_of_2(W), "BD": BD, "VERIFY": verify},
+        )
+        for verify in (False, True)
+    ]
     for has_initial in (False, True):
         flag = ".h0" if has_initial else ""
         specs.append(

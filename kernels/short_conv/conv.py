@@ -63,22 +63,41 @@ def short_conv_final_state_kernel(
 
 
 @triton.jit
-def short_conv_update_kernel(x, weight, y, pool, slots, D, W: tl.constexpr, BD: tl.constexpr):
+def short_conv_update_kernel(
+    x, weight, y, pool, slots, inter, T, D,
+    W: tl.constexpr, WP: tl.constexpr, BD: tl.constexpr, VERIFY: tl.constexpr,
+):  # fmt: skip
+    """Program (request n, channel block): T tokens x [N, T, D] from the conv state pool[slots[n]] [D, W - 1].
+
+    Token t's window is W inputs, oldest first: x[n, t - (W - 1) + p] for p < W, reaching back into the state.
+    Its last W - 1 entries are the state after token t: VERIFY writes them to inter [N, T, D, W - 1] and leaves the
+    pool alone; decode writes the last token's into the pool after every read of it.
+    """
     n = tl.program_id(0)
     d = tl.program_id(1) * BD + tl.arange(0, BD)
     md = d < D
     slot = tl.load(slots + n).to(tl.int64)
     if slot >= 0:
-        base = (slot * D + d) * (W - 1)
-        b_x = tl.load(x + n * D + d, mask=md, other=0.0)
-        acc = b_x.to(tl.float32) * tl.load(weight + d * W + (W - 1), mask=md, other=0.0).to(tl.float32)
-        for i in tl.static_range(W - 1):
-            s_i = tl.load(pool + base + i, mask=md, other=0.0)
-            acc += s_i.to(tl.float32) * tl.load(weight + d * W + i, mask=md, other=0.0).to(tl.float32)
-            if i > 0:  # shift left: the oldest input falls out
-                tl.store(pool + base + i - 1, s_i, mask=md)
-        tl.store(pool + base + (W - 2), b_x.to(pool.dtype.element_ty), mask=md)
-        tl.store(y + n * D + d, (acc * tl.sigmoid(acc)).to(y.dtype.element_ty), mask=md)
+        p = tl.arange(0, WP)  # window position; WP is W rounded up to a power of two
+        mw = md[:, None] & (p < W)[None, :]
+        b_w = tl.load(weight + d[:, None] * W + p[None, :], mask=mw, other=0.0).to(tl.float32)
+        base = (slot * D + d[:, None]) * (W - 1)
+        row = n.to(tl.int64) * T
+        keep = mw & (p >= 1)[None, :]  # the window entries that form the next state, at position p - 1
+        window = tl.zeros([BD, WP], dtype=tl.float32)
+        for t in range(T):
+            src = t - (W - 1) + p  # >= 0: a token of this step; < 0: state position W - 1 + src
+            from_x = (src >= 0)[None, :]
+            b_x = tl.load(x + (row + src[None, :]) * D + d[:, None], mask=mw & from_x, other=0.0)
+            b_s = tl.load(pool + base + (W - 1) + src[None, :], mask=mw & ~from_x, other=0.0)
+            window = b_x.to(tl.float32) + b_s.to(tl.float32)
+            acc = tl.sum(window * b_w, 1)
+            tl.store(y + (row + t) * D + d, (acc * tl.sigmoid(acc)).to(y.dtype.element_ty), mask=md)
+            if VERIFY:
+                off = ((row + t) * D + d[:, None]) * (W - 1) + p[None, :] - 1
+                tl.store(inter + off, window.to(inter.dtype.element_ty), mask=keep)
+        if not VERIFY:
+            tl.store(pool + base + p[None, :] - 1, window.to(pool.dtype.element_ty), mask=keep)
 
 
 BT, BD = 16, 64
@@ -108,15 +127,23 @@ def short_conv_triton(x, weight, cu_seqlens, initial_state, output_final_state):
     return y, (ht if output_final_state else None)
 
 
-def short_conv_update_triton(x, weight, conv_state_pool, slots):
+def short_conv_update_triton(x, weight, conv_state_pool, slots, intermediate_states):
     """Arguments and results as in `dayone.kernels.short_conv.short_conv_update`."""
-    N, D = x.shape
+    squeeze = x.dim() == 2
+    xs = (x[:, None] if squeeze else x).contiguous()
+    N, T, D = xs.shape
     weight = weight.reshape(D, -1).contiguous()
+    W = weight.shape[1]
     if not conv_state_pool.is_contiguous():
         raise ValueError("conv_state_pool must be contiguous [P, D, W - 1] (it is updated in place)")
-    y = torch.zeros_like(x)  # padding requests read as zeros
+    verify = intermediate_states is not None
+    if verify and not intermediate_states.is_contiguous():
+        raise ValueError("intermediate_states must be contiguous [N, T, D, W - 1]")
+    y = torch.zeros_like(xs)  # padding requests read as zeros
     grid = (N, triton.cdiv(D, BD))
     short_conv_update_kernel[grid](
-        x.contiguous(), weight, y, conv_state_pool, slots.to(torch.int32).contiguous(), D, W=weight.shape[1], BD=BD
-    )
-    return y
+        xs, weight, y, conv_state_pool, slots.to(torch.int32).contiguous(),
+        intermediate_states if verify else conv_state_pool, T, D,
+        W=W, WP=triton.next_power_of_2(W), BD=BD, VERIFY=verify,
+    )  # fmt: skip
+    return y[:, 0] if squeeze else y

@@ -41,12 +41,22 @@ def short_conv_reference(x, weight, cu_seqlens=None, initial_state=None):
 
 
 def short_conv_update_reference(x, weight, conv_state_pool, slots):
-    """Decode truth: x [N, D] one token per request; returns y [N, D] fp32 and the new pool (input untouched)."""
+    """Decode/verify truth, token by token: x [N, D] (one token per request) or [N, T, D] (T draft tokens).
+
+    Returns y fp32 in x's shape, the pool after all tokens, and the conv state after every token
+    [N, T, D, W - 1] (zeros for padding requests); the input pool is untouched.
+    """
+    xs = x[:, None] if x.dim() == 2 else x
+    N, T, D = xs.shape
+    weight = weight.reshape(D, -1)
     pool = conv_state_pool.clone()
-    y = torch.zeros(x.shape)
-    weight = weight.reshape(x.shape[1], -1)
+    y = torch.zeros(N, T, D)
+    states = torch.zeros(N, T, D, weight.shape[1] - 1, dtype=pool.dtype)
     for n, slot in enumerate(slots.tolist()):
-        if slot >= 0:
-            y_n, new = conv_sequence(x[n : n + 1], weight, pool[slot])
-            y[n], pool[slot] = y_n[0], new.to(pool.dtype)
-    return y, pool
+        if slot < 0:
+            continue
+        for t in range(T):
+            y_t, new = conv_sequence(xs[n, t : t + 1], weight, pool[slot])
+            y[n, t], pool[slot] = y_t[0], new.to(pool.dtype)
+            states[n, t] = pool[slot]
+    return (y[:, 0] if x.dim() == 2 else y), pool, states

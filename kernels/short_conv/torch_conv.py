@@ -1,9 +1,21 @@
-"""Short convolution in vectorised torch (F.conv1d over each packed sequence): the CPU fast tier for conv.py."""
+"""Short convolution in vectorised torch (W shifted multiply-adds per packed sequence): the CPU fast tier for conv.py."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def window_conv(window: torch.Tensor, weight: torch.Tensor, T: int) -> torch.Tensor:
+    """silu of the causal conv of the last T positions: window [..., W - 1 + T, D] fp32 (time-major, as x comes),
+    weight [D, W] -> [..., T, D].
+
+    W shifted multiply-adds, oldest tap first: prefill, decode and verify do the same arithmetic per token.
+    """
+    acc = window[..., :T, :] * weight[:, 0]
+    for p in range(1, weight.shape[1]):
+        acc.addcmul_(window[..., p : p + T, :], weight[:, p])
+    return F.silu(acc, inplace=True)
 
 
 def short_conv_torch(x, weight, cu_seqlens, initial_state, output_final_state):
@@ -20,19 +32,27 @@ def short_conv_torch(x, weight, cu_seqlens, initial_state, output_final_state):
     final = x.new_zeros(len(spans), D, W - 1)
     for n, (row, bos, eos) in enumerate(spans):
         s0 = initial_state[n].float() if initial_state is not None else x.new_zeros(D, W - 1, dtype=torch.float32)
-        window = torch.cat([s0, x[row, bos:eos].float().T], dim=1)  # [D, W - 1 + T]
+        window = torch.cat([s0.T, x[row, bos:eos].float()])  # [W - 1 + T, D]
         if eos > bos:
-            y[row, bos:eos] = F.silu(F.conv1d(window[None], weight[:, None], groups=D)[0].T).to(x.dtype)
-        final[n] = window[:, window.shape[1] - (W - 1) :].to(x.dtype)
+            y[row, bos:eos] = window_conv(window, weight, eos - bos).to(x.dtype)
+        final[n] = window[window.shape[0] - (W - 1) :].T.to(x.dtype)
     return y, (final if output_final_state else None)
 
 
-def short_conv_update_torch(x, weight, conv_state_pool, slots):
-    """Arguments and results as in `dayone.kernels.short_conv.short_conv_update`."""
+def short_conv_update_torch(x, weight, conv_state_pool, slots, intermediate_states):
+    """Arguments and results as in `dayone.kernels.short_conv.short_conv_update` (per token, `window_conv`)."""
+    squeeze = x.dim() == 2
+    xs = x[:, None] if squeeze else x
+    _, T, D = xs.shape
+    weight = weight.reshape(D, -1).float()
+    W = weight.shape[1]
     live = slots.long() >= 0
     idx = slots.long()[live]
-    window = torch.cat([conv_state_pool[idx].float(), x[live].float()[..., None]], dim=-1)  # [n, D, W]
-    y = torch.zeros_like(x)
-    y[live] = F.silu((window * weight.reshape(x.shape[1], -1).float()).sum(-1)).to(x.dtype)
-    conv_state_pool[idx] = window[..., 1:].to(conv_state_pool.dtype)
-    return y
+    window = torch.cat([conv_state_pool[idx].float().transpose(1, 2), xs[live].float()], dim=1)  # [n, W - 1 + T, D]
+    y = torch.zeros_like(xs)
+    y[live] = window_conv(window, weight, T).to(x.dtype)
+    if intermediate_states is None:
+        conv_state_pool[idx] = window[:, T:].transpose(1, 2).to(conv_state_pool.dtype)
+    else:  # the state after token t is window[t + 1 : t + W], as [D, W - 1]
+        intermediate_states[live] = window.unfold(1, W - 1, 1)[:, 1:].to(intermediate_states.dtype)
+    return y[:, 0] if squeeze else y

@@ -34,6 +34,20 @@ def test_k3_builds_every_kernel_for_both_archs(k3_build):
     assert json.loads((out / "resources.json").read_text()) == report
 
 
+def gate_kernels(kernels: set[str]) -> dict[str, set[str]]:
+    """The gate-specific KDA kernels by gate form: kda.chunk_prepare.<gate>, kda.decode.<gate>[.verify]."""
+    return {gate: {k for k in kernels if k.startswith("kda.") and f".{gate}" in k} for gate in ("plain", "safe")}
+
+
+def test_k3_compiles_only_the_safe_gate(k3_build):
+    _, report = k3_build
+    kernels = {row["kernel"] for row in report["kernels"]}
+    by_gate = gate_kernels(kernels)
+    assert by_gate["plain"] == set()
+    assert by_gate["safe"] == {"kda.chunk_prepare.safe", "kda.decode.safe", "kda.decode.safe.verify"}
+    assert {"short_conv.update", "short_conv.update.verify"} <= kernels
+
+
 def test_recompiling_unchanged_is_a_cache_lookup(k3_build):
     out, first = k3_build
     again = integrate("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out, "--json")
@@ -49,3 +63,6 @@ def test_kimi_linear_needs_no_k3_only_kernels(tmp_path):
     kernels = {row["kernel"] for row in json.loads(result.out)["kernels"]}
     assert not any(k.startswith(("attn_residual", "mxfp4")) for k in kernels)
     assert any(k.startswith("kda.") for k in kernels) and any(k.startswith("mla_decode") for k in kernels)
+    by_gate = gate_kernels(kernels)
+    assert by_gate["safe"] == set()
+    assert by_gate["plain"] == {"kda.chunk_prepare.plain", "kda.decode.plain", "kda.decode.plain.verify"}

@@ -2,11 +2,13 @@
 
 import pytest
 import torch
-from dayone.kernels.kda import chunk_kda, commit_accepted, kda_decode
+from dayone.kernels.kda import chunk_kda, kda_decode
 from dayone.kernels.kda.reference import kda_decode_reference, kda_reference
 from dayone.numerics import assert_close
 
 H, K, V = 2, 16, 32
+# The torch tier is a different association order of the same fp32 math ("fp32"); the interpreter is looser.
+TOLERANCE = {"torch": "fp32", "triton": "fp32_kernel"}
 
 
 def make_inputs(B, T, dtype=torch.float32, seed=0):
@@ -37,8 +39,8 @@ def test_chunk_packed_with_initial_state(backend, gate):
     h0 = torch.randn(4, H, K, V)
     o, ht = chunk_kda(**x, gate=gate, initial_state=h0, cu_seqlens=CU_SEQLENS, backend=backend)
     ro, rht = kda_reference(**x, gate=gate, initial_state=h0, cu_seqlens=CU_SEQLENS)
-    assert_close(o, ro, "fp32_kernel", what=f"o {backend} {gate}")
-    assert_close(ht, rht, "fp32_kernel", what=f"final state {backend} {gate}")
+    assert_close(o, ro, TOLERANCE[backend], what=f"o {backend} {gate}")
+    assert_close(ht, rht, TOLERANCE[backend], what=f"final state {backend} {gate}")
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
@@ -48,8 +50,51 @@ def test_chunk_batched_precomputed_decay(backend):
     x["g"] = -torch.rand(2, 66, H, K) * 3
     o, ht = chunk_kda(**x, gate="none", backend=backend)
     ro, rht = kda_reference(**x, gate="none")
-    assert_close(o, ro, "fp32_kernel", what="o")
-    assert_close(ht, rht, "fp32_kernel", what="final state")
+    assert_close(o, ro, TOLERANCE[backend], what="o")
+    assert_close(ht, rht, TOLERANCE[backend], what="final state")
+
+
+def packed_decay_inputs(seed):
+    """Three packed sequences of several chunks each (the torch tier batches their state passing), an initial state."""
+    x = make_inputs(1, 200, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    return x, torch.tensor([0, 64, 130, 200]), torch.randn(3, H, K, V, generator=gen), gen
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_chunk_extreme_decay_stays_finite(backend):
+    # Per-channel decays at the safe gate's bound and far beyond: the in-chunk cumsum reaches -64 * 40, and only
+    # exponents taken relative to a nearby token keep exp() finite.
+    x, cu, h0, gen = packed_decay_inputs(7)
+    x["g"] = torch.where(torch.rand(1, 200, H, K, generator=gen) < 0.5, -5.0, -40.0)
+    o, ht = chunk_kda(**x, gate="none", initial_state=h0, cu_seqlens=cu, backend=backend)
+    ro, rht = kda_reference(**x, gate="none", initial_state=h0, cu_seqlens=cu)
+    assert_close(o, ro, TOLERANCE[backend], what="o")
+    assert_close(ht, rht, TOLERANCE[backend], what="final state")
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "torch",
+        pytest.param(
+            "triton",
+            marks=pytest.mark.xfail(
+                strict=True, reason="chunk.py takes G_i - G_j as a difference of in-chunk cumsums (cancellation)"
+            ),
+        ),
+    ],
+)
+def test_chunk_keeps_small_decays_after_a_strong_one(backend):
+    # A strong decay then almost none inside one chunk: the cumsum is ~-500 where the decays between two tokens are
+    # ~-1e-3, so a difference of cumsums is off by its ulp (3e-5); the torch tier sums the decays between them.
+    x, cu, h0, gen = packed_decay_inputs(9)
+    x["g"] = torch.where(torch.rand(1, 200, H, K, generator=gen) < 0.5, -5.0, -40.0)
+    x["g"][:, 150:] = -1e-3
+    o, ht = chunk_kda(**x, gate="none", initial_state=h0, cu_seqlens=cu, backend=backend)
+    ro, rht = kda_reference(**x, gate="none", initial_state=h0, cu_seqlens=cu)
+    assert_close(o, ro, TOLERANCE[backend], what="o")
+    assert_close(ht, rht, TOLERANCE[backend], what="final state")
 
 
 def test_chunk_bf16_triton():
@@ -96,75 +141,5 @@ def test_prefill_then_decode_continues_the_sequence(backend):
     last = {n: t[:, 69:] if t.dim() > 2 else t for n, t in x.items()}
     o = kda_decode(**last, state_pool=pool, slots=torch.tensor([2]), gate="plain", backend=backend)
     ro, rht = kda_reference(**x, gate="plain")
-    assert_close(o[0, 0], ro[0, 69], "fp32_kernel", what="decoded token")
-    assert_close(pool[2], rht[0], "fp32_kernel", what="state after decode")
-
-
-# --- speculative decoding: draft k tokens, verify, keep the accepted prefix --------------------------------------
-VOCAB, STEPS, DRAFT = 11, 14, 3
-
-
-class ToyModel:
-    """One KDA layer: token embeddings give q, k, v, g, beta; the next token is argmax of a readout of o."""
-
-    def __init__(self, seed=5):
-        gen = torch.Generator().manual_seed(seed)
-        self.table = {n: torch.randn(VOCAB, H, d, generator=gen) for n, d in (("q", K), ("k", K), ("v", V), ("g", K))}
-        self.beta = torch.randn(VOCAB, H, generator=gen)
-        self.A_log = torch.randn(H, generator=gen) * 0.5
-        self.dt_bias = torch.randn(H * K, generator=gen)
-        self.readout = torch.randn(H * V, VOCAB, generator=gen)
-
-    def step(self, tokens, pool, slot, backend, inter=None):
-        """Run tokens [T] of one request; returns o [T, H, V] and the greedy next token after each."""
-        ids = torch.tensor(tokens)
-        feats = {n: t[ids][None] for n, t in self.table.items()}
-        o = kda_decode(
-            **feats, beta=self.beta[ids][None], state_pool=pool, slots=torch.tensor([slot]), A_log=self.A_log,
-            dt_bias=self.dt_bias, gate="safe", intermediate_states=inter, backend=backend,
-        )[0]  # fmt: skip
-        return o, (o.reshape(len(tokens), -1) @ self.readout).argmax(-1).tolist()
-
-
-@pytest.mark.parametrize("backend", ["torch", "triton"])
-def test_speculative_decoding_matches_step_by_step(backend):
-    model = ToyModel()
-    h0 = torch.randn(1, H, K, V, generator=torch.Generator().manual_seed(6))
-
-    # Plain decoding: one token per step.
-    pool = torch.zeros(2, H, K, V)
-    pool[1] = h0[0]
-    tokens, outs = [3], []
-    for _ in range(STEPS):
-        o, nxt = model.step(tokens[-1:], pool, 1, backend)
-        outs.append(o[0])
-        tokens.append(nxt[0])
-    plain_state = pool[1].clone()
-
-    # Speculative: a drafter that knows the answer but is wrong at every third position, so acceptance varies.
-    def draft(pos):
-        known = [tokens[p] if p < len(tokens) else 0 for p in range(pos, pos + DRAFT)]
-        return [t if p % 3 else (t + 1) % VOCAB for p, t in zip(range(pos, pos + DRAFT), known)]
-
-    pool = torch.zeros(2, H, K, V)
-    pool[1] = h0[0]
-    spec_tokens, spec_outs, lengths = [3], [], set()
-    while len(spec_outs) < STEPS:
-        drafts = draft(len(spec_tokens))
-        inputs = [spec_tokens[-1]] + drafts
-        inter = torch.zeros(1, len(inputs), H, K, V)
-        o, preds = model.step(inputs, pool, 1, backend, inter)
-        accepted = 1
-        while accepted < len(inputs) and inputs[accepted] == preds[accepted - 1]:
-            accepted += 1
-        accepted = min(accepted, STEPS - len(spec_outs))
-        lengths.add(accepted)
-        commit_accepted(pool, torch.tensor([1]), inter, torch.tensor([accepted]))
-        spec_outs += list(o[:accepted])
-        spec_tokens += inputs[1:accepted] + [preds[accepted - 1]]
-
-    assert len(lengths) > 1, "the drafter should give varied acceptance lengths"
-    assert spec_tokens == tokens
-    # Same per-token arithmetic in both runs: bitwise equal.
-    assert torch.equal(torch.stack(spec_outs), torch.stack(outs))
-    assert torch.equal(pool[1], plain_state)
+    assert_close(o[0, 0], ro[0, 69], TOLERANCE[backend], what="decoded token")
+    assert_close(pool[2], rht[0], TOLERANCE[backend], what="state after decode")

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from dayone.kernels.short_conv import short_conv, short_conv_update
+from dayone.kernels.short_conv import commit_accepted, short_conv, short_conv_update
 from dayone.kernels.short_conv.reference import short_conv_reference, short_conv_update_reference
 from dayone.numerics import assert_close
 
@@ -43,7 +43,7 @@ def test_decode_update_in_place(backend):
     x = torch.randn(3, D, generator=gen)
     weight = torch.randn(D, W, generator=gen)
     slots = torch.tensor([5, -1, 2], dtype=torch.int32)  # the middle request is padding
-    ry, rpool = short_conv_update_reference(x, weight, pool, slots)
+    ry, rpool, _ = short_conv_update_reference(x, weight, pool, slots)
     y = short_conv_update(x, weight, pool, slots, backend=backend)
     assert_close(y, ry, "fp32_kernel", what="y")
     assert_close(pool, rpool, "exact", what="conv state pool")
@@ -61,3 +61,33 @@ def test_prefill_then_decode_continues_the_sequence(backend):
     ry, rht = short_conv_reference(x, weight)
     assert_close(y[0], ry[0, 5], "fp32_kernel", what="decoded token")
     assert_close(pool[1], rht[0], "exact", what="conv state")
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_verify_writes_every_state_and_commits_the_accepted_one(backend, dtype):
+    # T = 5 draft tokens, more than the window, so late states hold no input from the pool.
+    gen = torch.Generator().manual_seed(4)
+    pool = torch.randn(6, D, W - 1, generator=gen).to(dtype)
+    x = torch.randn(3, 5, D, generator=gen).to(dtype)
+    weight = torch.randn(D, W, generator=gen)
+    slots = torch.tensor([5, -1, 2], dtype=torch.int32)
+    ry, rpool, rstates = short_conv_update_reference(x, weight, pool, slots)
+
+    verify_pool = pool.clone()
+    inter = torch.zeros(3, 5, D, W - 1, dtype=dtype)
+    y = short_conv_update(x, weight, verify_pool, slots, intermediate_states=inter, backend=backend)
+    assert y.shape == x.shape and y.dtype == dtype
+    assert torch.equal(verify_pool, pool), "verify must not touch the pool"
+    assert_close(y, ry, "fp32_kernel" if dtype == torch.float32 else "bf16_kernel", what="verify y")
+    assert_close(inter[[0, 2]], rstates[[0, 2]], "exact", what="intermediate conv states")  # copied inputs
+    assert torch.equal(y[1], torch.zeros_like(y[1])), "padding requests read as zeros"
+
+    decoded = pool.clone()
+    assert torch.equal(short_conv_update(x, weight, decoded, slots, backend=backend), y), "decode == verify"
+    assert_close(decoded, rpool, "exact", what="pool after decoding all T tokens")
+
+    commit_accepted(verify_pool, slots, inter, torch.tensor([2, 3, 0]))
+    assert torch.equal(verify_pool[5], rstates[0, 1]), "request 0 keeps the state after its second token"
+    assert torch.equal(verify_pool[2], pool[2]), "zero accepted leaves the slot"
+    assert torch.equal(verify_pool[[0, 1, 3, 4]], pool[[0, 1, 3, 4]])

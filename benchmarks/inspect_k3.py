@@ -3,7 +3,7 @@
 Both are timed as fresh processes in the same run (best of --repeat), with peak RSS from the kernel's rusage.
 Target: inspect within 2x of the floor's wall time and under 1 GB peak RSS.
 
-    python benchmarks/inspect.py [--skeleton DIR] [--repeat 3]
+    python benchmarks/inspect_k3.py [--skeleton DIR] [--repeat 3]
 """
 
 from __future__ import annotations
