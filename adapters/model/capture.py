@@ -8,7 +8,8 @@ Capture points (tokens packed over the batch, [N, ...] with N = total new tokens
     layers.{i}.mlp_res         [N, D]       aggregate before post_attention_layernorm (attention residuals)
     layers.{i}.mlp_in          [N, D]       post_attention_layernorm output
     layers.{i}.router_logits   [N, E]       fp32 router logits
-    layers.{i}.topk_ids        [N, k]       chosen experts (sorted ascending per token)
+    layers.{i}.topk_ids        [N, k]       experts used (sorted ascending per token; the replayed ones under replay)
+    layers.{i}.own_topk_ids    [N, k]       the router's own choice (equal to topk_ids unless routes are replayed)
     layers.{i}.topk_weights    [N, k]       their weights (same order)
     layers.{i}.latent_down     [N, L]       routed_expert_down_proj output (latent MoE)
     layers.{i}.latent_combined [N, L]       router-weighted sum of expert outputs (fp32)

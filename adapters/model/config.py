@@ -38,6 +38,8 @@ def get_tier(tier: str | Tier) -> Tier:
 
 def weight_dtype(role: str, tier: Tier) -> torch.dtype:
     """The dtype a module keeps the tensor of `role` in."""
+    if role.endswith((".packed", ".scale")):
+        return torch.uint8  # MXFP4 bytes, kept as the checkpoint stores them
     for prefix in FP32_ROLES:
         if role == prefix or role.startswith(prefix + "."):
             return torch.float32

@@ -33,8 +33,8 @@ class Router(SpecModule):
             self.add_weight("e_score_correction_bias", (self.E,), "moe.correction_bias", device)
 
     def forward(self, x: torch.Tensor, replay: torch.Tensor | None = None):
-        """x [N, D] -> logits [N, E] fp32, ids [N, k] (ascending), weights [N, k] fp32.
-        replay: ids [N, k] to use instead of the top-k choice (routing replay)."""
+        """x [N, D] -> logits [N, E] fp32, ids [N, k] (ascending), weights [N, k] fp32, own [N, k] (ascending).
+        replay: ids [N, k] to use instead of the top-k choice (routing replay); `own` is always this router's choice."""
         logits = F.linear(x.float(), self.weight.float())
         scores = logits.sigmoid() if self.cfg.activation == "sigmoid" else logits.softmax(-1)
         choice = scores + self.e_score_correction_bias.float() if self.cfg.correction_bias else scores
@@ -44,16 +44,23 @@ class Router(SpecModule):
             best = grouped.topk(2, dim=-1).values.sum(-1).topk(self.cfg.topk_groups, dim=-1).indices
             keep = torch.zeros_like(grouped[..., 0], dtype=torch.bool).scatter_(1, best, True)
             choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(-1, self.E)
-        ids = choice.topk(self.k, dim=-1).indices if replay is None else replay.to(logits.device, torch.long)
-        ids = ids.sort(dim=-1).values
+        own = choice.topk(self.k, dim=-1).indices.sort(dim=-1).values
+        ids = own if replay is None else replay.to(logits.device, torch.long).sort(dim=-1).values
         weights = scores.gather(1, ids)
         if self.cfg.renormalize:
             weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
-        return logits, ids, weights * self.cfg.scaling_factor
+        return logits, ids, weights * self.cfg.scaling_factor, own
 
 
 class Experts(SpecModule):
-    """E gated MLPs of width W (hidden or latent) and intermediate I, stacked: gate/up [E, I, W], down [E, W, I]."""
+    """E gated MLPs of width W (hidden or latent) and intermediate I, stacked: gate/up [E, I, W], down [E, W, I].
+
+    MXFP4 checkpoints: the experts stay packed as the checkpoint stores them (gate_packed [E, I, W/2] u8 and
+    gate_scale [E, I, W/32] u8, ...), 4.25 bits per weight, and each expert is dequantized (exactly) when it runs,
+    one at a time: a K3 MoE layer is 16 GB packed, 118 GB as fp32. Unquantized checkpoints: stacked float weights.
+    """
+
+    PROJECTIONS = ("gate", "up", "down")
 
     def __init__(self, spec: ModelSpec, tier: Tier, device=None) -> None:
         super().__init__(tier)
@@ -61,33 +68,55 @@ class Experts(SpecModule):
         assert moe is not None
         E, I, W = moe.num_experts, moe.expert_intermediate_size, spec.moe_width
         self.act = spec.activation
-        self.add_weight("gate", (E, I, W), "moe.expert.gate", device)
-        self.add_weight("up", (E, I, W), "moe.expert.up", device)
-        self.add_weight("down", (E, W, I), "moe.expert.down", device)
+        self.num_experts = E
+        self.quantized = spec.quantization is not None
+        shapes = {"gate": (I, W), "up": (I, W), "down": (W, I)}
+        for proj, (rows, cols) in shapes.items():
+            if self.quantized:
+                group = spec.quantization.group_size  # type: ignore[union-attr]
+                self.add_weight(f"{proj}_packed", (E, rows, cols // 2), f"moe.expert.{proj}.packed", device)
+                self.add_weight(f"{proj}_scale", (E, rows, cols // group), f"moe.expert.{proj}.scale", device)
+            else:
+                self.add_weight(proj, (E, rows, cols), f"moe.expert.{proj}", device)
 
-    def one(self, e: int, h: torch.Tensor) -> torch.Tensor:
-        """Expert e on h [n, W] -> [n, W]."""
-        act = gated_activation(F.linear(h, self.gate[e]), F.linear(h, self.up[e]), self.act, self.tier)
-        return F.linear(act, self.down[e])
+    def weights(self, e: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Expert e's gate [I, W], up [I, W], down [W, I] in the tier's dtype."""
+        if not self.quantized:
+            return self.gate[e], self.up[e], self.down[e]
+        from dayone.kernels.mxfp4 import dequantize_mxfp4
+
+        return tuple(  # type: ignore[return-value]
+            dequantize_mxfp4(getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], self.tier.dtype)
+            for p in self.PROJECTIONS
+        )
+
+    def one(self, weights: tuple[torch.Tensor, ...], h: torch.Tensor) -> torch.Tensor:
+        """One expert (its `weights`) on h [n, W] -> [n, W]."""
+        gate, up, down = weights
+        act = gated_activation(F.linear(h, gate), F.linear(h, up), self.act, self.tier)
+        return F.linear(act, down)
 
     def forward(self, h: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """h [N, W], ids [N, k] -> every chosen expert's output [N, k, W] in h's dtype."""
         N, k = ids.shape
         out = h.new_empty(N, k, h.shape[-1])
         if self.tier.is_reference:
-            for n in range(N):
-                for j in range(k):
-                    out[n, j] = self.one(int(ids[n, j]), h[n : n + 1])[0]
+            # expert by expert (each dequantized once), then one (token, expert) pair at a time: the same arithmetic
+            # whatever the batch, so prefill, decode and a request alone agree to within the fp32 row
+            for e in ids.unique().tolist():
+                w = self.weights(e)
+                for n, j in torch.nonzero(ids == e).tolist():
+                    out[n, j] = self.one(w, h[n : n + 1])[0]
             return out
         flat = ids.flatten()
         order = flat.argsort(stable=True)
-        counts = torch.bincount(flat, minlength=self.gate.shape[0]).tolist()
+        counts = torch.bincount(flat, minlength=self.num_experts).tolist()
         out_flat = out.view(N * k, -1)
         start = 0
         for e, count in enumerate(counts):
             if count:
                 slots = order[start : start + count]
-                out_flat[slots] = self.one(e, h[slots // k])
+                out_flat[slots] = self.one(self.weights(e), h[slots // k])
                 start += count
         return out
 
@@ -117,9 +146,10 @@ class MoE(SpecModule):
     def forward(self, x: torch.Tensor, capture: Capture | None = None) -> torch.Tensor:
         """x [N, D] (post_attention_layernorm output) -> [N, D]."""
         p = f"layers.{self.layer}."
-        logits, ids, weights = self.router(x, replayed_route(capture, p + "topk_ids"))
+        logits, ids, weights, own = self.router(x, replayed_route(capture, p + "topk_ids"))
         record(capture, p + "router_logits", logits)
         record(capture, p + "topk_ids", ids)
+        record(capture, p + "own_topk_ids", own)
         record(capture, p + "topk_weights", weights)
         h = F.linear(x, self.routed_expert_down_proj) if self.latent else x
         record(capture, p + "latent_down", h)

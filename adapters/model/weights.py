@@ -2,7 +2,8 @@
 
 The loading boundary: every checkpoint quirk is translated here and nowhere else.
 - A tensor goes to the module buffer registered under its manifest role (see `SpecModule.add_weight`).
-- MXFP4 experts (`weight_packed` + `weight_scale`) are dequantized (`dayone.kernels.mxfp4`) into the expert stack.
+- MXFP4 experts (`weight_packed` + `weight_scale`) are copied as bytes into a model that keeps them packed (each
+  pair is dequantized once here to check it gives finite weights), or dequantized into a float expert stack.
 - A_log is flattened; entries past num_heads are padding, must be zero, and are dropped.
 - Checked, each failure an InputError naming the tensor: missing, wrong shape (expected and got), NaN/Inf,
   non-zero A_log padding, packed/scale not uint8.
@@ -54,12 +55,21 @@ class WeightLoader:
             self.load_layer(model, i)
 
     def load_globals(self, model) -> None:
-        targets = {**model.embed_tokens.role_targets(), **model.head.role_targets()}
-        for part in (model.embed_tokens, model.head):
-            self._materialise(part)
-        self._fill(targets, self.by_layer[None])
-        model.embed_tokens.refresh_derived()
-        model.head.refresh_derived()
+        """The embedding and the head (final aggregate, norm, lm_head)."""
+        self.load_embedding(model)
+        self.load_head(model)
+
+    def load_embedding(self, model) -> None:
+        self._load_part(model.embed_tokens)
+
+    def load_head(self, model) -> None:
+        self._load_part(model.head)
+
+    def _load_part(self, part: SpecModule) -> None:
+        targets = part.role_targets()
+        self._materialise(part)
+        self._fill(targets, [t for t in self.by_layer[None] if t.role in targets])
+        part.refresh_derived()
 
     def load_layer(self, model, i: int) -> None:
         layer = model.layers[i]
@@ -97,9 +107,16 @@ class WeightLoader:
                     continue  # consumed with its weight_packed twin
                 if entry.role.endswith(".packed"):
                     scale_entry = by_name[entry.name.removesuffix("weight_packed") + "weight_scale"]
-                    value = dequantize_mxfp4(self._fetch(entry), self._fetch(scale_entry))
+                    packed, scale = self._fetch(entry), self._fetch(scale_entry)
+                    value = dequantize_mxfp4(packed, scale)  # checked here, whatever the model keeps
                     if not bool(torch.isfinite(value).all()):
                         raise InputError(f"{scale_entry.name}: scale bytes give NaN or Inf weights")
+                    scale_role = entry.role.removesuffix(".packed") + ".scale"
+                    if entry.role in targets and scale_role in targets:  # the model keeps MXFP4 packed
+                        for role_, raw in ((entry.role, packed), (scale_role, scale)):
+                            module, attr = targets[role_]
+                            getattr(module, attr)[entry.expert].copy_(raw)
+                        continue
                     role = entry.role.removesuffix(".packed")
                 else:
                     value, role = self._fetch(entry), entry.role

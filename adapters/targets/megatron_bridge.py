@@ -1,6 +1,7 @@
 """Megatron-Bridge: a bridge module registering the architecture with a mapping registry built from the megatron
 weight table (replicated, column-parallel, row-parallel, gated and fused mappings) and an MLA model provider with
-the spec's sizes.
+the spec's sizes. The package's `__init__` imports nothing of Megatron: `register()` imports bridge.py, whose
+decorator registers the bridge (Megatron-Bridge 0.3.1 discovers bridges by import only).
 
     <out>/megatron_bridge/<package>/bridge.py, __init__.py
     <out>/megatron_bridge/<package>/weight_table.py, walk.py, mxfp4.py

@@ -1,26 +1,51 @@
 """vLLM: a plugin package registering the model through the `vllm.general_plugins` entry point, lazily by its
-"module:Class" string.
+"module:Class" string. KDA layers are vLLM's own KimiGatedDeltaNetAttention, configured from the spec; the weight
+table (layout "vllm") names that layer's parameters.
 
     <out>/vllm/pyproject.toml               [project.entry-points."vllm.general_plugins"]
     <out>/vllm/<package>/__init__.py        register()
     <out>/vllm/<package>/model.py           the model (vLLM layers)
-    <out>/vllm/<package>/weight_table.py    the inference-layout weight map (MXFP4 experts kept packed)
+    <out>/vllm/<package>/weight_table.py    the vllm-layout weight map (MXFP4 experts kept packed)
     <out>/vllm/<package>/loading.py, walk.py, mxfp4.py   the table walker, shipped verbatim
 """
 
 from __future__ import annotations
 
 from dayone.adapters.targets import common
-from dayone.adapters.weightmap import build_weight_map
+from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
+from dayone.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "vllm"
 RELEASE = "0.33.0"
+# KimiGatedDeltaNetAttention sizes its low-rank gate factors by head_dim and accepts safe-gate lower bounds in
+# [KDA_LOWER_BOUND_MIN, 0) (vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py).
+KDA_LOWER_BOUND_MIN = -5.0
+
+
+def kda_fits(spec: ModelSpec) -> None:
+    """Raise InputError (one line) when vLLM's KDA layer cannot hold the spec's KDA."""
+    k = spec.kda
+    if k is None:
+        return
+    ranks = {"gate": k.gate.rank, "output gate": k.output_gate.rank if k.output_gate.kind == "low_rank" else None}
+    for what, rank in ranks.items():
+        if rank is not None and rank != k.head_dim:
+            raise InputError(
+                f"{spec.name}: vLLM {RELEASE}'s KDA layer needs the {what} rank to equal head_dim "
+                f"({rank} != {k.head_dim})"
+            )
+    lower = k.gate.lower_bound
+    if lower is not None and not KDA_LOWER_BOUND_MIN <= lower < 0:
+        raise InputError(
+            f"{spec.name}: vLLM {RELEASE}'s KDA layer takes gate lower bounds in [{KDA_LOWER_BOUND_MIN}, 0), not {lower}"
+        )
 
 
 def files(spec: ModelSpec) -> dict[str, str]:
+    kda_fits(spec)
     package = common.package_name(spec, TARGET)
-    wm = build_weight_map(spec, "inference", mxfp4="packed")
+    wm = build_weight_map(spec, TARGET_LAYOUT[TARGET], mxfp4="packed")
     what = f"vLLM {RELEASE} plugin"
     context = {
         "header": common.header(spec, what),
@@ -32,6 +57,7 @@ def files(spec: ModelSpec) -> dict[str, str]:
         "residual": spec.residual.kind == "attention",
         "quantized": spec.quantization is not None,
         "lm_attr": common.lm_attribute(spec),
+        "full_rank": spec.kda is not None and spec.kda.output_gate.kind == "full_rank",
         "derived_text": ", ".join(sorted({d.kind for d in wm.DERIVED})) or "(none)",
         **common.describe(spec),
     }

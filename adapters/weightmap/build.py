@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from dayone.adapters.weightmap.contracts import split_of
-from dayone.adapters.weightmap.layouts import LAYOUTS
+from dayone.adapters.weightmap.layouts import ENGINE_LAYOUTS, LAYOUTS
 from dayone.adapters.weightmap.walk import Derived, Param, Rule
 from dayone.errors import InputError
 from dayone.spec.manifest import ExpertGroup, Tensor, build_manifest
@@ -70,7 +70,7 @@ def _patterns(spec: ModelSpec) -> list[tuple[str, str, tuple[int, ...], str, fro
 
 
 def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> WeightMap:
-    """The table of `layout` ("inference" or "megatron") for `spec`. mxfp4: keep routed experts "packed"
+    """The table of `layout` ("inference", "vllm" or "megatron") for `spec`. mxfp4: keep routed experts "packed"
     (weight_packed / weight_scale parameters) or "dequantize" them into float parameters."""
     if layout not in LAYOUTS:
         raise InputError(f"layout {layout!r} is not known (choose from {', '.join(LAYOUTS)})")
@@ -103,9 +103,10 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
         param_dtype = _param_dtype(spec, dtype, transform)
         entry = params.setdefault(
             (place.target, group),
-            {"tp": place.tp or split_of(role), "layers": group, "experts": place.experts, "dtype": param_dtype,
-             "shape": param_shape, "members": place.members},
+            {"tp": place.tp, "splits": {}, "layers": group, "experts": place.experts, "dtype": param_dtype,
+             "shape": param_shape, "members": place.members, "align": place.align},
         )  # fmt: skip
+        entry["splits"][place.part] = split_of(role)
         if place.part is not None:
             members[(place.target, group)][place.part] = (param_shape[0], param_shape[1:], source, role)
         elif entry["shape"] != param_shape:
@@ -113,6 +114,7 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
 
     table = []
     for (name, group), entry in params.items():
+        tp, replicated = _tp_rule(entry["tp"], entry["splits"])
         shape, parts = entry["shape"], None
         if entry["members"] is not None:
             got = members[(name, group)]
@@ -122,7 +124,9 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
             shape = (sum(parts), *got[0][1])
         if entry["experts"] == "stacked":
             shape = (spec.moe.num_experts, *shape)
-        table.append(Param(name, shape, entry["tp"], parts, entry["layers"], entry["experts"], entry["dtype"]))
+        table.append(
+            Param(name, shape, tp, parts, entry["layers"], entry["experts"], entry["dtype"], replicated, entry["align"])
+        )
     return WeightMap(
         spec_name=spec.name,
         layout=layout,
@@ -133,6 +137,16 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
         RULES=tuple(rules),
         DERIVED=_derived(spec, layout, {p.name for p in table}),
     )
+
+
+def _tp_rule(forced: str | None, splits: dict[int | None, str]) -> tuple[str, tuple[int, ...]]:
+    """(the parameter's tensor-parallel rule, its replicated parts) from its members' splits: a fusion with a
+    column-parallel member is column-parallel, and its replicated members are held whole by every rank."""
+    if forced is not None:
+        return forced, ()
+    if "column" not in splits.values():
+        return next(iter(splits.values())), ()
+    return "column", tuple(sorted(part for part, split in splits.items() if split == "replicated"))
 
 
 def _param_shape(spec: ModelSpec, role: str, shape: tuple[int, ...], transform: str) -> tuple[int, ...]:
@@ -152,7 +166,7 @@ def _param_dtype(spec: ModelSpec, dtype: str, transform: str) -> str:
 def _derived(spec: ModelSpec, layout: str, params: set[str]) -> tuple[Derived, ...]:
     """Inference engines keep tensors computed from weights; they must be rebuilt after every load and update.
     Megatron computes everything from its parameters each step, so its layout has none."""
-    if layout != "inference":
+    if layout not in ENGINE_LAYOUTS:
         return ()
     out: list[Derived] = []
     p = spec.checkpoint.prefix

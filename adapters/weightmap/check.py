@@ -3,8 +3,9 @@
 Every problem names the checkpoint tensor or parameter it is about:
 - coverage: every checkpoint tensor of the manifest is consumed by exactly one rule, and nothing else is;
 - shapes: each tensor, after its transform, fits its part of the parameter; fused parts tile the parameter;
-- splits: each parameter splits over tensor-parallel ranks as its members' dims call for (contracts.SPLIT);
-- order: fused parts sit where their consumer reads them (contracts.CONSUMER_ORDER), expert shard ids are
+- splits: each parameter (each part of a fused one) splits over tensor-parallel ranks as its members' dims call for
+  (contracts.SPLIT);
+- order: fused parts sit where their consumer reads them (contracts.consumer_order), expert shard ids are
   FusedMoE's (w1 gate, w3 up, w2 down);
 - derived: every tensor an engine derives from weights is listed for recomputation after loads and updates.
 """
@@ -15,7 +16,8 @@ from collections import Counter, defaultdict
 
 from dayone.adapters.weightmap import walk
 from dayone.adapters.weightmap.build import _patterns, layer_groups
-from dayone.adapters.weightmap.contracts import CONSUMER_ORDER, base_role, reading_key, split_of
+from dayone.adapters.weightmap.contracts import base_role, consumer_order, reading_key, split_of
+from dayone.adapters.weightmap.layouts import ENGINE_LAYOUTS
 from dayone.spec.manifest import build_manifest
 from dayone.spec.schema import ModelSpec
 
@@ -113,10 +115,11 @@ def _splits(table, spec: ModelSpec) -> list[str]:
             continue
         # Megatron keeps whole experts per rank (expert tensor parallel size 1): spread by expert parallelism.
         allowed = {"replicated"} if param.experts == "named" else {split_of(role)}
-        if param.tp not in allowed:
+        have = walk.part_split(param, rule.part)
+        if have not in allowed:
             want = " or ".join(dims[a] for a in sorted(allowed))
             problems.append(
-                f"{_first(table, rule)}: {param.name} splits it on {dims[param.tp]}, its {role} dims call for {want}"
+                f"{_first(table, rule)}: {param.name} splits it on {dims[have]}, its {role} dims call for {want}"
             )
     return problems
 
@@ -140,7 +143,10 @@ def _order(table, spec: ModelSpec) -> list[str]:
                 )
     for (name, _), parts in by_param.items():
         keys = [parts[k][1] for k in sorted(parts)]
-        want = sorted(keys, key=CONSUMER_ORDER.index)
+        want = consumer_order(keys)
+        if want is None:
+            problems.append(f"{parts[min(parts)][0]}: fused into {name} with {keys}, which no consumer reads fused")
+            continue
         for k, (have, expect) in enumerate(zip(keys, want)):
             if have != expect:
                 problems.append(f"{parts[k][0]}: fills part {k} of {name}, which the consumer reads as {expect}")
@@ -153,7 +159,7 @@ def _proj_of(shard: str) -> str:
 
 def required_derived(spec: ModelSpec, layout: str) -> list[tuple[str, str]]:
     """(derived kind, first input pattern) every table of `layout` must recompute for `spec`."""
-    if layout != "inference":
+    if layout not in ENGINE_LAYOUTS:
         return []
     p, out = spec.checkpoint.prefix, []
     if spec.mla is not None:

@@ -66,8 +66,11 @@ SPLIT: dict[str, str] = {
 
 # The order in which a fused parameter's consumer reads its parts: SiLU/SiTU-and-mul take the gate half first
 # (SGLang/vLLM act_and_mul, Megatron's GLU), KDA splits [q, k, v, g], MLA's fused down projection is [q_a, kv_a].
-# A fused parameter's parts must appear in this relative order.
+# A fused parameter's parts must appear in this relative order, unless its parts are those of an order below.
 CONSUMER_ORDER: tuple[str, ...] = ("q", "k", "v", "g", "gate", "up", "q_a", "kv_a")
+# Consumers with an order of their own, known by the parts they fuse: vLLM's KDA layer (KimiGatedDeltaNetAttention)
+# splits its in_proj_qkvgfab as [q, k, v, g, f_a, b] with the full-rank output gate and [q, k, v, b, f_a] without.
+FUSED_ORDERS: tuple[tuple[str, ...], ...] = (("q", "k", "v", "g", "f_a", "b"), ("q", "k", "v", "b", "f_a"))
 
 
 def base_role(role: str) -> str:
@@ -82,4 +85,15 @@ def split_of(role: str) -> str:
 def reading_key(role: str) -> str:
     """The name a consumer knows a fused part by: kda.q_proj -> q, kda.conv.k -> k, mlp.up -> up, mla.kv_a -> kv_a."""
     leaf = base_role(role).split(".")[-1]
-    return {"q_proj": "q", "k_proj": "k", "v_proj": "v", "g_proj": "g"}.get(leaf, leaf)
+    return {"q_proj": "q", "k_proj": "k", "v_proj": "v", "g_proj": "g", "b_proj": "b"}.get(leaf, leaf)
+
+
+def consumer_order(keys: list[str]) -> tuple[str, ...] | None:
+    """The order in which the consumer of a fused parameter with these parts (reading keys) reads them; None when
+    no consumer reads these parts fused."""
+    for order in FUSED_ORDERS:
+        if sorted(keys) == sorted(order):
+            return order
+    if not set(keys) <= set(CONSUMER_ORDER):
+        return None
+    return tuple(sorted(keys, key=CONSUMER_ORDER.index))

@@ -1,13 +1,17 @@
 """Where each checkpoint role goes in a framework: the parameter names, fusions and expert layout of a target.
 
-Two layouts cover the four targets:
-    inference  SGLang and vLLM: checkpoint names kept except fused merged linears (q/k/v/g, the three convs,
-               q_a with kv_a, gate with up) and FusedMoE expert stacks (w13 = w1 gate + w3 up, w2 = down).
+Three layouts cover the four targets:
+    inference  SGLang: checkpoint names kept except fused merged linears (q/k/v/g, the three convs, q_a with kv_a,
+               gate with up) and FusedMoE expert stacks (w13 = w1 gate + w3 up, w2 = down).
+    vllm       vLLM: the inference layout, with KDA layers on vLLM's own KimiGatedDeltaNetAttention: one merged
+               in_proj_qkvgfab (q, k, v, g, f_a, b; f_a held whole by every rank, rows aligned to 16 with the
+               full-rank output gate) and one packed conv1d (the three short convs).
     megatron   Miles and Megatron-Bridge: Megatron-Core names (linear_fc1 = gate + up, in_proj = q/k/v/g,
                linear_q_down_proj, ...), one parameter per local expert (`linear_fc1.weight{e}`), experts not split
                by tensor parallelism (expert tensor parallel size 1: experts are spread by expert parallelism).
-A layout only names and fuses; splits come from `contracts.SPLIT` (what the dims mean), part order from the member
-lists below, shapes from the spec's manifest.
+A layout only names and fuses (and aligns, where the framework pads a fused parameter); splits come from
+`contracts.SPLIT` (what the dims mean: a replicated member of a column-parallel fusion is held whole by every rank),
+part order from the member lists below, shapes from the spec's manifest.
 """
 
 from __future__ import annotations
@@ -26,6 +30,16 @@ INFERENCE_FUSED = {
 }
 # FusedMoE: checkpoint expert weight -> (stacked parameter, loader shard id, part)
 INFERENCE_EXPERTS = {"gate": ("w13", "w1", 0), "up": ("w13", "w3", 1), "down": ("w2", "w2", None)}
+
+# vLLM's KDA layer: its merged input projection's members (checkpoint leaf names) in the order its forward splits
+# them, by output gate kind, and the packed short convs.
+VLLM_KDA_IN_PROJ = {
+    "full_rank": ("q_proj", "k_proj", "v_proj", "g_proj", "f_a_proj", "b_proj"),
+    "low_rank": ("q_proj", "k_proj", "v_proj", "b_proj", "f_a_proj"),
+}
+VLLM_KDA_CONV = ("q_conv1d", "k_conv1d", "v_conv1d")
+# With the full-rank output gate vLLM pads each rank's in_proj_qkvgfab rows to a multiple of 16 (aligned bf16 GEMM).
+VLLM_KDA_IN_PROJ_ALIGN = {"full_rank": 16, "low_rank": 1}
 
 MEGATRON_GLOBAL = {
     "embed": "embedding.word_embeddings.weight",
@@ -94,6 +108,7 @@ class Place:
     shard: int | str | None = None
     experts: str = ""
     tp: str | None = None  # overrides contracts.SPLIT (Megatron experts: replicated over tensor parallelism)
+    align: int = 1  # a rank's rows padded to a multiple of this (walk.Param.align)
 
 
 def inference_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
@@ -112,6 +127,23 @@ def inference_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Plac
             if leaf in members:
                 return Place(f"{owner}.{fused}.{leaf_and_attr}", members.index(leaf), len(members), members.index(leaf))
     return Place(source)
+
+
+def vllm_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
+    """vLLM: the inference layout, KDA projections and convs fused as vLLM's KimiGatedDeltaNetAttention has them."""
+    if role.startswith("kda."):
+        module, _, attr = source.rpartition(".")
+        owner, _, leaf = module.rpartition(".")
+        gate = spec.kda.output_gate.kind
+        fused = (
+            ("in_proj_qkvgfab", VLLM_KDA_IN_PROJ[gate], VLLM_KDA_IN_PROJ_ALIGN[gate]),
+            ("conv1d", VLLM_KDA_CONV, 1),
+        )
+        for name, members, align in fused:
+            if leaf in members:
+                part = members.index(leaf)
+                return Place(f"{owner}.{name}.{attr}", part, len(members), part, align=align)
+    return inference_place(spec, source, role, mxfp4)
 
 
 def _inference_groups(spec: ModelSpec, role: str) -> tuple[str, ...]:
@@ -149,6 +181,8 @@ def _kda_in_proj_parts(spec: ModelSpec) -> int:
     return 4 if spec.kda is not None and spec.kda.output_gate.kind == "full_rank" else 3
 
 
-LAYOUTS = {"inference": inference_place, "megatron": megatron_place}
+LAYOUTS = {"inference": inference_place, "vllm": vllm_place, "megatron": megatron_place}
+# Layouts of inference engines: they keep tensors derived from weights (build.WeightMap.DERIVED).
+ENGINE_LAYOUTS = ("inference", "vllm")
 # The layout each target's generated code uses.
-TARGET_LAYOUT = {"sglang": "inference", "vllm": "inference", "miles": "megatron", "megatron-bridge": "megatron"}
+TARGET_LAYOUT = {"sglang": "inference", "vllm": "vllm", "miles": "megatron", "megatron-bridge": "megatron"}

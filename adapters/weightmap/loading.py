@@ -2,7 +2,8 @@
 
 The engine contract, the same in both engines:
 - a merged column-parallel linear's parameter has `weight_loader(param, weight, shard_id)` and slices its own
-  tensor-parallel rank out of the full part;
+  tensor-parallel rank out of the full part (or keeps all of a part every rank holds: vLLM's KDA f_a; vLLM's packed
+  KDA conv1d takes the same call);
 - a FusedMoE parameter has `weight_loader(param, weight, weight_name, shard_id=..., expert_id=...)` with the
   global expert id ("w1" gate, "w3" up, "w2" down) and ignores experts another rank holds;
 - any other parameter has `weight_loader(param, weight)` (sharded ones slice their rank) or none (copied whole).

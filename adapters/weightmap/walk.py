@@ -8,7 +8,9 @@ A table (the `weight_table.py` beside this file in a generated package) holds:
     DERIVED      tensors computed from parameters after every load and update (Derived)
 Names hold `{i}` (layer) and `{e}` (expert). Parameters are fused along dim 0 (dim 1 when stacked by expert):
 a column-parallel fused parameter holds, on tensor-parallel rank r, the r-th slice of every part in order,
-which is what Megatron's fused linears and SGLang/vLLM's merged linears keep.
+which is what Megatron's fused linears and SGLang/vLLM's merged linears keep; a part listed in `replicated_parts`
+is held whole by every rank (vLLM's KDA in_proj keeps the low-rank gate input f_a so), and `align` pads each
+rank's rows with zeros to a multiple (vLLM's aligned KDA in_proj).
 
 This file depends on torch only: dayone ships it unchanged inside every generated package, and uses it itself.
 """
@@ -33,6 +35,9 @@ class Param(NamedTuple):
         `{e}` in its name (one parameter per expert, numbered locally on each expert-parallel rank).
     tp: replicated | column (dim 0 split over ranks, part by part) | row (dim 1 split).
     parts: sizes of the fused parts along dim 0 (None: one part).
+    replicated_parts: parts of a column-parallel parameter that every rank holds whole, not split.
+    align: a rank's rows of a column-parallel fused parameter are padded with zeros to a multiple of this; the
+        padding follows the parts and no checkpoint tensor fills it.
     """
 
     name: str
@@ -42,6 +47,8 @@ class Param(NamedTuple):
     layers: str | None = None
     experts: str = ""
     dtype: str = "bfloat16"
+    replicated_parts: tuple[int, ...] = ()
+    align: int = 1
 
 
 class Rule(NamedTuple):
@@ -149,16 +156,39 @@ def split(size: int, tp_size: int, what: str) -> int:
 
 
 def local_shape(table, param: Param, par: Parallel) -> tuple[int, ...]:
-    """The shape one rank holds."""
+    """The shape one rank holds (alignment padding included)."""
     shape = list(param.shape)
     lead = 1 if param.experts == "stacked" else 0
     if param.experts == "stacked":
         shape[0] = experts_per_rank(table, par)
-    if param.tp == "column":
+    if param.tp == "column" and param.parts:
+        rows = sum(part_sizes(param, par.tp_size))
+        shape[lead] = rows + padding(param, rows)
+    elif param.tp == "column":
         shape[lead] = split(shape[lead], par.tp_size, param.name)
     elif param.tp == "row":
         shape[lead + 1] = split(shape[lead + 1], par.tp_size, param.name)
     return tuple(shape)
+
+
+def part_split(param: Param, part: int | None) -> str:
+    """How a part splits over tensor-parallel ranks: the parameter's rule, or replicated for a replicated part."""
+    return "replicated" if part in param.replicated_parts else param.tp
+
+
+def part_sizes(param: Param, tp_size: int = 1) -> tuple[int, ...]:
+    """The rows each fused part has on one rank (tp_size 1: in the whole parameter)."""
+    if param.tp != "column":
+        return param.parts
+    return tuple(
+        size if k in param.replicated_parts else split(size, tp_size, f"{param.name} part {k}")
+        for k, size in enumerate(param.parts)
+    )
+
+
+def padding(param: Param, rows: int) -> int:
+    """Zero rows after the parts of a rank's aligned shard."""
+    return -rows % param.align
 
 
 def part_span(param: Param, part: int | None, tp_size: int = 1) -> tuple[int, int]:
@@ -167,9 +197,8 @@ def part_span(param: Param, part: int | None, tp_size: int = 1) -> tuple[int, in
     if part is None:
         size = param.shape[lead]
         return 0, size // tp_size if param.tp == "column" else size
-    sizes = param.parts
-    div = tp_size if param.tp == "column" else 1
-    return sum(sizes[:part]) // div, sizes[part] // div
+    sizes = part_sizes(param, tp_size)
+    return sum(sizes[:part]), sizes[part]
 
 
 def local_name(table, row: Row, par: Parallel) -> str:
@@ -220,10 +249,11 @@ def pad(value: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
 
 def shard(row: Row, value: torch.Tensor, par: Parallel) -> torch.Tensor:
     """This tensor-parallel rank's slice of a source tensor (its part of the parameter)."""
-    if row.param.tp == "column":
+    tp = part_split(row.param, row.rule.part)
+    if tp == "column":
         size = split(value.shape[0], par.tp_size, row.source)
         return value[par.tp_rank * size : (par.tp_rank + 1) * size]
-    if row.param.tp == "row":
+    if tp == "row":
         size = split(value.shape[1], par.tp_size, row.source)
         return value[:, par.tp_rank * size : (par.tp_rank + 1) * size]
     return value
@@ -258,7 +288,8 @@ def to_target(
         name = local_name(table, row, par)
         if name not in out:
             param_dtype = value.dtype if value.dtype == torch.uint8 else (dtype or value.dtype)
-            out[name] = torch.empty(local_shape(table, row.param, par), dtype=param_dtype)
+            new = torch.zeros if row.param.align > 1 else torch.empty  # alignment padding stays zero
+            out[name] = new(local_shape(table, row.param, par), dtype=param_dtype)
         index = region(table, row, par)
         out[name][index] = value.reshape(out[name][index].shape)
         if on_write is not None:
@@ -280,13 +311,18 @@ def full_param(table, row: Row, shards: dict, size: Parallel) -> torch.Tensor:
 
 
 def _join(param: Param, per_tp: list[torch.Tensor], lead: int) -> torch.Tensor:
-    if param.tp == "replicated" or len(per_tp) == 1:
+    """The whole parameter from its tensor-parallel shards: column parts rejoined part by part, replicated parts
+    taken from rank 0, alignment padding dropped."""
+    if param.tp == "replicated" or (len(per_tp) == 1 and param.align == 1):
         return per_tp[0]
     if param.tp == "row":
         return torch.cat(per_tp, dim=lead + 1)
-    sizes = param.parts or (param.shape[lead],)
-    pieces = [t.split([s // len(per_tp) for s in sizes], dim=lead) for t in per_tp]
-    return torch.cat([piece[k] for k in range(len(sizes)) for piece in pieces], dim=lead)
+    if not param.parts:
+        return torch.cat(per_tp, dim=lead)
+    sizes = part_sizes(param, len(per_tp))
+    pieces = [t.narrow(lead, 0, sum(sizes)).split(sizes, dim=lead) for t in per_tp]
+    held = [pieces[:1] if k in param.replicated_parts else pieces for k in range(len(sizes))]
+    return torch.cat([piece[k] for k, ranks in enumerate(held) for piece in ranks], dim=lead)
 
 
 def from_full(row: Row, full: torch.Tensor, requantize: bool = True) -> dict[str, torch.Tensor]:

@@ -1,15 +1,22 @@
 """Chunked KDA forward in Triton (prefill and training forward), in two kernels as fla does.
 
 1. `kda_chunk_prepare_kernel`, one program per (chunk, head), all chunks in parallel: L2-normalise q, k, compute
-   the log-decay from the raw gate and its in-chunk cumsum G, beta = sigmoid(logits), then the WY form of the chunk:
+   the log-decay g from the raw gate, beta = sigmoid(logits), then the WY form of the chunk:
        A_kk[i, j] = beta_i sum_c k_ic k_jc exp(G_ic - G_jc)    (j < i)
        A_qk[i, j] =        sum_c q_ic k_jc exp(G_ic - G_jc)    (j <= i)
        T = (I + A_kk)^-1 diag(beta);  w = T (k * exp(G));  u = T v
-   Each A column is built from exp(G_i - G_j) with i >= j, which is <= 1: per-channel decays over 64 tokens
-   reach exp(-320) and the factored form exp(G_i) * exp(-G_j) would overflow fp32.
+   with G the in-chunk cumsum of g. G_i - G_j is never taken as a difference of cumsums: after a strong decay both
+   are large and their difference loses the small decays between them (1e-4 relative where the reference has 1e-7).
+   Every exponent is a sum of the log-decays over (j, i] (all <= 0, so no cancellation and nothing above 1), as in
+   torch_chunk.py. A is built in sub-chunks of BS = 16: an off-diagonal block (rows in sub-chunk a, columns before
+   it) is a tl.dot of q_i or k_i times exp(sum over (r, i]) and k_j times exp(sum over (j, r]), r the last row of
+   sub-chunk a - 1; a diagonal block takes its exponent per pair, summed from the column's side. The factored form
+   exp(G_i) * exp(-G_j) would overflow fp32: per-channel decays over 64 tokens reach exp(-320).
 2. `kda_chunk_output_kernel`, one program per (sequence, head, V block), walking the chunks of its sequence:
        v' = u - w S;  o = (q * exp(G)) S + A_qk v';  S = diag(exp(G_last)) S + (k * exp(G_last - G))^T v'
-Intermediates are fp32 so the only rounding to the input dtype is the output.
+   where exp(G_last - G_i) is likewise the decay summed over (i, last].
+Intermediates are fp32 so the only rounding to the input dtype is the output. Decay factors are floored at
+exp(MIN_LOG_DECAY), as in torch_chunk.py, which moves a result by at most e^-60 times the term it scales.
 """
 
 from __future__ import annotations
@@ -20,6 +27,31 @@ import triton.language as tl
 
 CHUNK = 64
 GATES = {"none": 0, "plain": 1, "safe": 2}
+# The floor of torch_chunk.MIN_LOG_DECAY (that module imports this one, so the value is repeated, not imported).
+MIN_LOG_DECAY = tl.constexpr(-60.0)
+
+
+@triton.jit
+def decay(log_decay):
+    """exp of a (summed) log-decay, floored at exp(MIN_LOG_DECAY)."""
+    return tl.exp(tl.maximum(log_decay, MIN_LOG_DECAY))
+
+
+@triton.jit
+def log_decay_tile(g, A_log, dt_bias, off, mask, ck, lower_bound, GATE: tl.constexpr):
+    """The per-channel log-decay of the rows at `off` from the raw gate; 0 (no decay) where `mask` is off.
+
+    A_log and dt_bias point at this head's entries."""
+    b_g = tl.load(g + off, mask=mask, other=0.0).to(tl.float32)
+    if GATE != 0:
+        b_g = b_g + tl.load(dt_bias + ck).to(tl.float32)[None, :]
+        a = tl.exp(tl.load(A_log).to(tl.float32))
+        if GATE == 1:
+            # softplus with torch's threshold of 20, where it returns x itself
+            b_g = -a * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(b_g)))
+        else:
+            b_g = lower_bound * tl.sigmoid(a * b_g)
+    return tl.where(mask, b_g, 0.0)
 
 
 @triton.jit
@@ -30,6 +62,8 @@ def kda_chunk_prepare_kernel(
     K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
     GATE: tl.constexpr, L2NORM: tl.constexpr, BETA_SIGMOID: tl.constexpr,
 ):  # fmt: skip
+    BS: tl.constexpr = 16
+    NS: tl.constexpr = BT // BS
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     i_n = tl.load(chunk_indices + 2 * i_c)
@@ -53,36 +87,52 @@ def kda_chunk_prepare_kernel(
         b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, 1) + 1e-6)[:, None]
         b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, 1) + 1e-6)[:, None]
     b_q = b_q * scale
-
-    b_g = tl.load(g + off_k, mask=m_k, other=0.0).to(tl.float32)
-    if GATE != 0:
-        b_g = b_g + tl.load(dt_bias + i_h * K + ck).to(tl.float32)[None, :]
-        a = tl.exp(tl.load(A_log + i_h).to(tl.float32))
-        if GATE == 1:
-            # softplus with torch's threshold of 20, where it returns x itself
-            b_g = -a * tl.where(b_g > 20.0, b_g, tl.log(1.0 + tl.exp(b_g)))
-        else:
-            b_g = lower_bound * tl.sigmoid(a * b_g)
-    b_G = tl.cumsum(tl.where(m_k, b_g, 0.0), 0)
+    A_log_h, dt_bias_h = A_log + i_h, dt_bias + i_h * K
+    b_g = log_decay_tile(g, A_log_h, dt_bias_h, off_k, m_k, ck, lower_bound, GATE)
+    # g of the next row (0 past the last valid one): sums over (j, r] are suffix sums of it from r - 1 back to j.
+    m_next = (rows + 1 < n_valid)[:, None]
+    b_gn = log_decay_tile(g, A_log_h, dt_bias_h, off_k + H * K, m_next, ck, lower_bound, GATE)
 
     b_beta = tl.load(beta + tok * H + i_h, mask=valid, other=0.0).to(tl.float32)
     if BETA_SIGMOID:
         b_beta = tl.sigmoid(b_beta)
     b_beta = tl.where(valid, b_beta, 0.0)
 
-    # Column j of A_kk and A_qk; rows i < j are masked before the exp so nothing overflows.
-    b_Akk = tl.zeros([BT, BT], dtype=tl.float32)
-    b_Aqk = tl.zeros([BT, BT], dtype=tl.float32)
-    for j in range(n_valid):
-        sel = (rows == j)[:, None]
-        k_j = tl.sum(tl.where(sel, b_k, 0.0), 0)
-        G_j = tl.sum(tl.where(sel, b_G, 0.0), 0)
-        decay = tl.exp(tl.where((rows >= j)[:, None], b_G - G_j[None, :], float("-inf")))
-        kd = decay * k_j[None, :]
-        col = rows[None, :] == j
-        b_Akk = tl.where(col, tl.sum(b_k * kd, 1)[:, None], b_Akk)
-        b_Aqk = tl.where(col, tl.sum(b_q * kd, 1)[:, None], b_Aqk)
+    # Stored as soon as they are known, so that fewer [BT, K] tiles are live at once: at K = 128 and 8 warps this
+    # kernel sits at 255 registers, and exp(G) is recomputed for w at the end rather than kept.
+    tl.store(qg + off_k, b_q * decay(tl.cumsum(b_g, 0)), mask=m_k)
+    tl.store(kg + off_k, b_k * decay(tl.cumsum(b_gn, 0, reverse=True)), mask=m_k)
+    tl.store(gl + (i_c * H + i_h) * K + ck, decay(tl.sum(b_g, 0)))
+
+    # Diagonal blocks, all sub-chunks at once, one column j (row jj of each sub-chunk) at a time from the last:
+    # span[i] = sum of g over (j, i] grows by g_{j+1} as j steps back, a sum of one sign.
+    q3 = tl.reshape(b_q, [NS, BS, K])
+    k3 = tl.reshape(b_k, [NS, BS, K])
+    g3 = tl.reshape(b_g, [NS, BS, K])
+    ii = tl.arange(0, BS)[None, :, None]
+    at_col = tl.arange(0, BT)[None, None, :] - (tl.arange(0, NS) * BS)[:, None, None]  # column - sub-chunk start
+    span = tl.zeros([NS, BS, K], dtype=tl.float32)
+    D_kk = tl.zeros([NS, BS, BT], dtype=tl.float32)
+    D_qk = tl.zeros([NS, BS, BT], dtype=tl.float32)
+    for d in range(BS):
+        jj = BS - 1 - d
+        span = tl.where(ii > jj, span + tl.sum(tl.where(ii == jj + 1, g3, 0.0), 1)[:, None, :], 0.0)
+        kd = tl.where(ii >= jj, decay(span), 0.0) * tl.sum(tl.where(ii == jj, k3, 0.0), 1)[:, None, :]
+        D_kk = tl.where(at_col == jj, tl.sum(k3 * kd, 2)[:, :, None], D_kk)
+        D_qk = tl.where(at_col == jj, tl.sum(q3 * kd, 2)[:, :, None], D_qk)
+    b_Akk = tl.reshape(D_kk, [BT, BT])
+    b_Aqk = tl.reshape(D_qk, [BT, BT])
+
+    # Off-diagonal blocks: rows of sub-chunk a against the columns before it, both factors relative to r = a*BS - 1.
+    sub = rows // BS
+    for a in tl.static_range(1, NS):
+        left = tl.where((sub == a)[:, None], decay(tl.cumsum(tl.where((rows > a * BS - 1)[:, None], b_g, 0.0), 0)), 0.0)
+        right = tl.cumsum(tl.where((rows < a * BS - 1)[:, None], b_gn, 0.0), 0, reverse=True)
+        b_kr = tl.trans(tl.where((sub < a)[:, None], decay(right), 0.0) * b_k)
+        b_Akk += tl.dot(b_k * left, b_kr)
+        b_Aqk += tl.dot(b_q * left, b_kr)
     b_Akk = tl.where(rows[:, None] > rows[None, :], b_Akk * b_beta[:, None], 0.0)
+    tl.store(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], b_Aqk, mask=m_k)
 
     # (I + A_kk)^-1 by forward substitution: X_i = e_i - sum_{j<i} A_ij X_j.
     b_X = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
@@ -94,17 +144,10 @@ def kda_chunk_prepare_kernel(
     b_T = b_X * b_beta[None, :]
 
     b_v = tl.load(v + (tok[:, None] * H + i_h) * V + cv[None, :], mask=m_k, other=0.0).to(tl.float32)
-    b_w = tl.dot(b_T, b_k * tl.exp(b_G))
+    b_w = tl.dot(b_T, b_k * decay(tl.cumsum(b_g, 0)))
     b_u = tl.dot(b_T, b_v)
-    # Padded rows carry no decay, so the last row of G is the cumsum at the last valid token.
-    G_last = tl.sum(tl.where((rows == BT - 1)[:, None], b_G, 0.0), 0)
-
-    tl.store(qg + off_k, b_q * tl.exp(b_G), mask=m_k)
-    tl.store(kg + off_k, b_k * tl.exp(G_last[None, :] - b_G), mask=m_k)
     tl.store(w + off_k, b_w, mask=m_k)
     tl.store(u + (tok[:, None] * H + i_h) * V + cv[None, :], b_u, mask=m_k)
-    tl.store(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], b_Aqk, mask=m_k)
-    tl.store(gl + (i_c * H + i_h) * K + ck, tl.exp(G_last))
 
 
 @triton.jit
@@ -173,7 +216,7 @@ def chunk_kda_triton(
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
-    bounds = list(range(0, B * T + 1, T)) if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
+    bounds = [n * T for n in range(B + 1)] if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
     N = len(bounds) - 1
     indices, offsets = chunk_plan(bounds)
     cu = torch.tensor(bounds, dtype=torch.int32, device=dev)

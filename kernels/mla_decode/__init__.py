@@ -47,10 +47,8 @@ def mla_decode(
         return mla_decode_batched(q, kv_cache, page_table, seq_lens, kv_lora_rank, scale)
     from dayone.kernels.mla_decode.kernel import launch
 
-    rope = q.shape[-1] - kv_lora_rank
-    for name, width in (("kv_lora_rank", kv_lora_rank), ("rope", rope)):
-        if width & (width - 1) or width < 16:
-            raise ValueError(f"mla_decode: Triton path needs {name} a power of two >= 16, got {width}")
+    if not 0 < kv_lora_rank < q.shape[-1]:
+        raise ValueError(f"mla_decode: kv_lora_rank {kv_lora_rank} must leave a rope part in q's {q.shape[-1]}")
     q = q if q.stride(-1) == 1 else q.contiguous()
     interpreting = os.environ.get("TRITON_INTERPRET") == "1"
     # The interpreter's fp32->bf16 cast truncates instead of rounding to nearest (triton 3.9), so under it the
@@ -68,7 +66,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
     """One instance per MLA geometry (latent and rope widths are constexprs; heads and page size are runtime)."""
     if dims.mla_num_heads == 0 or dims.kv_lora_rank == 0:
         return []
-    from dayone.kernels.mla_decode.kernel import mla_decode_kernel
+    from dayone.kernels.mla_decode.kernel import dot_block, mla_decode_kernel
 
     act = "*" + dims.dtype
     ints = ["H", "page_size", "stride_qn", "stride_qh", "stride_cache_page", "stride_cache_token"]
@@ -80,10 +78,14 @@ def specializations(dims: KernelDims) -> list[Specialization]:
             signature={"q_ptr": act, "cache_ptr": act, "page_table_ptr": "*i32", "seq_lens_ptr": "*i32", "out_ptr": act}
             | dict.fromkeys(ints, "i32")
             | {"scale": "fp32"}
-            | dict.fromkeys(["KV_LORA", "ROPE", "BLOCK_H", "BLOCK_T", "DOT_FP32"], "constexpr"),
+            | dict.fromkeys(
+                ["KV_LORA", "ROPE", "BLOCK_LAT", "BLOCK_ROPE", "BLOCK_H", "BLOCK_T", "DOT_FP32"], "constexpr"
+            ),
             constexprs={
                 "KV_LORA": dims.kv_lora_rank,
                 "ROPE": dims.qk_rope_head_dim,
+                "BLOCK_LAT": dot_block(dims.kv_lora_rank),
+                "BLOCK_ROPE": dot_block(dims.qk_rope_head_dim),
                 "BLOCK_H": 16,
                 "BLOCK_T": 32,
                 "DOT_FP32": False,

@@ -1,8 +1,9 @@
 """An inference engine's side of weight loading, on the CPU: the parameters SGLang / vLLM would create for one
 tensor-parallel and expert-parallel rank, with weight_loaders that follow the engines' contract.
 
-- merged column-parallel linear: `weight_loader(param, w, shard_id)` writes part `shard_id` (offset = the sizes
-  of the parts before it / tp) with this rank's rows of w;
+- merged column-parallel linear: `weight_loader(param, w, shard_id)` writes part `shard_id` (offset = this rank's
+  sizes of the parts before it) with this rank's rows of w, or all of w for a part every rank holds whole (vLLM's
+  KDA f_a); rows past the parts (alignment padding) stay zero;
 - column / row parallel: this rank's rows / columns; replicated: all of w;
 - FusedMoE: `weight_loader(param, w, weight_name, shard_id=, expert_id=)`; experts of other EP ranks are ignored;
   w13 holds [w1; w3] (this rank's rows of each), w2 this rank's columns.
@@ -23,6 +24,7 @@ class EngineModel(nn.Module):
         super().__init__()
         self.par = par
         self.writes: dict[str, torch.Tensor] = {}
+        self.decls: dict[str, walk.Param] = {}
         for param in table.PARAMS:
             if param.name.startswith(("vision_tower", "mm_projector")):
                 continue  # a text-only engine model has no vision tower
@@ -34,6 +36,7 @@ class EngineModel(nn.Module):
                 tensor.weight_loader = self._loader(name, param, table)
                 self._register(name, tensor)
                 self.writes[name] = torch.zeros(value.shape, dtype=torch.int32)
+                self.decls[name] = param
 
     def _register(self, name: str, tensor: nn.Parameter) -> None:
         module: nn.Module = self
@@ -57,9 +60,10 @@ class EngineModel(nn.Module):
             self.writes[name][index] += 1
 
         def merged(p, w, shard_id):
-            sizes = [s // par.tp_size for s in param.parts]
+            sizes = walk.part_sizes(param, par.tp_size)
             start = sum(sizes[:shard_id])
-            write((slice(start, start + sizes[shard_id]),), rows(w, 0))
+            whole = shard_id in param.replicated_parts
+            write((slice(start, start + sizes[shard_id]),), w if whole else rows(w, 0))
 
         def plain(p, w):
             if param.tp == "column":

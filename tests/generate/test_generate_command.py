@@ -90,3 +90,27 @@ def test_generate_from_a_checkpoint_folder(k3, tmp_path):
     assert result.code == 0, result.out
     assert data["spec"] == "tiny-k3" and [t["target"] for t in data["targets"]] == ["miles", "sglang"]
     assert (tmp_path / "out/sglang/dayone_tiny_k3_sglang/model.py").is_file()
+
+
+def test_megatron_bridge_package_imports_without_megatron(generated):
+    """The package's __init__ and its table import with torch alone; `register()` is what needs Megatron-Bridge."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        import dayone_kimi_k3_megatron_bridge as package
+        from dayone_kimi_k3_megatron_bridge import walk, weight_table
+        assert "megatron" not in sys.modules and weight_table.PARAMS and walk.rows
+        try:
+            package.register()
+        except ModuleNotFoundError as err:
+            print(err.name)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=generated["megatron-bridge"], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["megatron"]  # register() imports bridge.py, which imports megatron.bridge

@@ -1,5 +1,6 @@
 """The weight map on the CPU: shipped specs' tables are sound, every tensor of a synthetic K3 checkpoint is consumed
-once and every parameter produced with its shape, and HF -> Megatron -> HF is bitwise identical at TP 1-8, EP 1-2."""
+once and every parameter produced with its shape, and HF -> Megatron -> HF (and HF -> vLLM -> HF, with its replicated
+and aligned KDA in_proj) is bitwise identical at TP 1-8, EP 1-2."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec
 from generate_fixtures import load
 
-LAYOUTS = [("inference", "packed"), ("inference", "dequantize"), ("megatron", "packed"), ("megatron", "dequantize")]
+LAYOUTS = [("inference", "packed"), ("inference", "dequantize"), ("vllm", "packed"), ("vllm", "dequantize"),
+           ("megatron", "packed"), ("megatron", "dequantize")]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["kimi-k3", "kimi-linear-48b-a3b"])
 def test_shipped_specs_tables_pass_every_check(name):
     spec = load_spec(name)
-    layouts = LAYOUTS if name != "kimi-k3" else [("inference", "packed"), ("megatron", "dequantize")]
+    layouts = (
+        LAYOUTS if name != "kimi-k3" else [("inference", "packed"), ("vllm", "packed"), ("megatron", "dequantize")]
+    )
     for layout, mxfp4 in layouts:
         assert check_table(build_weight_map(spec, layout, mxfp4), spec) == [], (layout, mxfp4)
 
@@ -76,6 +80,28 @@ def test_generated_miles_round_trip_is_bitwise(k3, generated, tp, ep, mxfp4, tmp
             for e in range(ep)
         }
         back = convert.walk.to_hf(table, shards, size)
+    assert sorted(back) == sorted(tensors)
+    for name, value in tensors.items():
+        assert back[name].dtype == value.dtype and torch.equal(back[name], value), name
+
+
+@pytest.mark.parametrize("tp,ep", [(1, 1), (2, 2), (8, 2)])
+def test_vllm_round_trip_is_bitwise(k3, tp, ep):
+    """HF -> every vLLM rank's parameters -> HF: f_a whole on every rank, the aligned in_proj's padding dropped."""
+    spec, tensors = k3
+    table = build_weight_map(spec, "vllm", "packed")
+    shards = {
+        (t, e): walk.to_target(table, tensors.__getitem__, walk.Parallel(t, tp, e, ep))
+        for t in range(tp)
+        for e in range(ep)
+    }
+    in_proj = next(p for p in table.PARAMS if p.name.endswith("in_proj_qkvgfab.weight"))
+    f_a = next(n for n in tensors if n.endswith("layers.0.self_attn.f_a_proj.weight"))
+    start, rows = walk.part_span(in_proj, 4, tp)
+    local = shards[(tp - 1, 0)][walk.fill(in_proj.name, 0)]
+    assert torch.equal(local[start : start + rows], tensors[f_a])
+    assert local.shape[0] % 16 == 0 and not bool(local[start + rows + in_proj.parts[5] // tp :].any())
+    back = walk.to_hf(table, shards, walk.Parallel(0, tp, 0, ep))
     assert sorted(back) == sorted(tensors)
     for name, value in tensors.items():
         assert back[name].dtype == value.dtype and torch.equal(back[name], value), name

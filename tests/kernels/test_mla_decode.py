@@ -12,19 +12,22 @@ from dayone.numerics import assert_close
 LATENT, ROPE = 32, 16  # small stand-ins for 512 and 64
 
 
-def paged_cache(seq_lens: list[int], page_size: int, num_heads: int = 2, dtype=torch.float32, seed: int = 0):
+def paged_cache(
+    seq_lens: list[int], page_size: int, num_heads: int = 2, dtype=torch.float32, seed: int = 0,
+    latent: int = LATENT, rope: int = ROPE,
+):  # fmt: skip
     """A shuffled page pool, a page table padded with -1 and absorbed queries. Returns q, cache, table, lens."""
     gen = torch.Generator().manual_seed(seed)
     pages_per_request = [-(-n // page_size) for n in seq_lens]
     num_pages = sum(pages_per_request) + 2  # spare pages nobody owns
-    cache = torch.randn(num_pages, page_size, LATENT + ROPE, generator=gen).to(dtype)
+    cache = torch.randn(num_pages, page_size, latent + rope, generator=gen).to(dtype)
     order = torch.randperm(num_pages, generator=gen)
     table = torch.full((len(seq_lens), max(pages_per_request + [1]) + 1), -1, dtype=torch.int32)
     used = 0
     for n, count in enumerate(pages_per_request):
         table[n, :count] = order[used : used + count]
         used += count
-    q = torch.randn(len(seq_lens), num_heads, LATENT + ROPE, generator=gen).to(dtype)
+    q = torch.randn(len(seq_lens), num_heads, latent + rope, generator=gen).to(dtype)
     return q, cache, table, torch.tensor(seq_lens, dtype=torch.int32)
 
 
@@ -94,6 +97,14 @@ def test_triton_bf16_many_heads():
     assert got.dtype == torch.bfloat16
     want = mla_decode_reference(q, cache, table, lens, LATENT, (8 + ROPE) ** -0.5)
     assert_close(got, want, "bf16_kernel", what="triton bf16")
+
+
+def test_triton_widths_below_the_dot_minimum_and_not_powers_of_two():
+    """A rope part of 8 (tl.dot needs 16) and a latent of 24: the kernel pads its tiles and masks the padding."""
+    q, cache, table, lens = paged_cache([9, 1], page_size=4, latent=24, rope=8, seed=5)
+    got = mla_decode(q, cache, table, lens, 24, (8 + 8) ** -0.5, backend="triton")
+    want = mla_decode_reference(q, cache, table, lens, 24, (8 + 8) ** -0.5)
+    assert_close(got, want, "fp32_kernel", what="padded tiles")
 
 
 def test_specializations():

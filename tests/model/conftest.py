@@ -4,36 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_fixtures import random_checkpoint, tiny_k3_spec, write_kimi_linear
+from model_fixtures import KIMI_LINEAR_VARIANTS, random_checkpoint, tiny_k3_spec, write_kimi_linear
 
-# Kimi Linear variants: dense first layer or not, head and expert counts, q LoRA on and off.
-KIMI_LINEAR_VARIANTS = {
-    "dense0-noqlora": {},
-    "nodense-qlora": {
-        "first_k_dense_replace": 0,
-        "q_lora_rank": 16,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "num_local_experts": 6,
-        "num_experts_per_tok": 3,
-        "n_shared_experts": 2,
-        "linear_attn_config": {
-            "kda_layers": [1, 3],
-            "full_attn_layers": [2, 4],
-            "head_dim": 8,
-            "num_heads": 4,
-            "short_conv_kernel_size": 3,
-        },
-    },
-    "dense2-qlora-noshared": {
-        "first_k_dense_replace": 2,
-        "q_lora_rank": 24,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-        "n_shared_experts": 0,
-        "routed_scaling_factor": 1.0,
-    },
-}
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared machine two OpenMP threads spin against other processes' load and a tiny
+    model's thousands of small matmuls slow down tenfold; the tolerances hold either way."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session", params=list(KIMI_LINEAR_VARIANTS))

@@ -23,6 +23,35 @@ from safetensors.torch import load_file
 # the bf16_model row within four layers. Half scale keeps every sublayer active and the comparison meaningful.
 WEIGHT_SCALE = 0.5
 
+# Kimi Linear variants: dense first layer or not, head and expert counts, q LoRA on and off.
+KIMI_LINEAR_VARIANTS = {
+    "dense0-noqlora": {},
+    "nodense-qlora": {
+        "first_k_dense_replace": 0,
+        "q_lora_rank": 16,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_local_experts": 6,
+        "num_experts_per_tok": 3,
+        "n_shared_experts": 2,
+        "linear_attn_config": {
+            "kda_layers": [1, 3],
+            "full_attn_layers": [2, 4],
+            "head_dim": 8,
+            "num_heads": 4,
+            "short_conv_kernel_size": 3,
+        },
+    },
+    "dense2-qlora-noshared": {
+        "first_k_dense_replace": 2,
+        "q_lora_rank": 24,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 0,
+        "routed_scaling_factor": 1.0,
+    },
+}
+
 
 def kimi_linear_config(**overrides):
     from transformers import KimiLinearConfig

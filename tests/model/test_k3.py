@@ -98,6 +98,7 @@ def test_capture_points_and_batching(k3_5, prompts):
     assert "layers.0.router_logits" not in cap  # layer 0 is dense
     assert cap["layers.1.router_logits"].shape == (N, spec.moe.num_experts)
     assert cap["layers.1.topk_ids"].shape == (N, spec.moe.experts_per_token)
+    assert torch.equal(cap["layers.1.own_topk_ids"], cap["layers.1.topk_ids"])  # no replay: the router's own
     assert cap["layers.1.latent_down"].shape == (N, spec.moe.latent_size)
     only = Capture("layers.*.attn_out")
     model(*prompts, capture=only)
@@ -114,3 +115,16 @@ def test_streaming_forward_equals_resident(k3_93, prompts):
     logits = streamed.forward_streaming(prompts[0], WeightLoader(spec, tensors.__getitem__), prompts[1])
     assert_close(logits, expected, "exact", "streamed logits")
     assert all(b.is_meta for b in streamed.layers[50].buffers())
+
+
+def test_replayed_routes_keep_the_routers_own_choice(k3_5, prompts):
+    """Under replay the experts used are the replayed ones, and own_topk_ids still records the router's choice."""
+    spec, tensors = k3_5
+    model = _load(spec, tensors, "reference")
+    first = Capture("layers.1.*topk_ids")
+    model(*prompts, capture=first)
+    other = (first["layers.1.topk_ids"] + 1) % spec.moe.num_experts
+    replayed = Capture("layers.1.*topk_ids", routes={"layers.1.topk_ids": other})
+    model(*prompts, capture=replayed)
+    assert torch.equal(replayed["layers.1.topk_ids"], other.sort(dim=-1).values)
+    assert torch.equal(replayed["layers.1.own_topk_ids"], first["layers.1.own_topk_ids"])

@@ -76,7 +76,10 @@ def test_a_log_padding_is_stripped_and_experts_dequantized(k3_5):
 
     base = _name(tensors, "layers.2.block_sparse_moe.experts.5.w1.weight_packed").removesuffix("weight_packed")
     weight = dequantize_mxfp4(tensors[base + "weight_packed"], tensors[base + "weight_scale"], torch.float32)
-    assert torch.equal(model.layers[2].ffn.experts.gate[5], weight)
+    experts = model.layers[2].ffn.experts
+    assert experts.quantized and experts.gate_packed.dtype == torch.uint8  # kept packed: 4.25 bits per weight
+    assert torch.equal(experts.gate_packed[5], tensors[base + "weight_packed"])
+    assert torch.equal(experts.weights(5)[0], weight)
 
 
 @pytest.mark.parametrize("tier, fixture", [("reference", "k3_25"), ("fast", "k3_5")])

@@ -5,17 +5,8 @@ Needs real, well-scaled weights: `integrate synth kimi-k3 --scale tiny` (93 laye
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from cli_runner import integrate
-
-COMMANDS = Path(__file__).resolve().parents[2] / "pipeline" / "commands"
-pytestmark = pytest.mark.skipif(
-    not (COMMANDS / "validate_cmd.py").is_file() or importlib.util.find_spec("dayone.synth") is None,
-    reason="needs integrate validate and integrate synth --scale (issue 3)",
-)
 
 
 def ok(result) -> None:

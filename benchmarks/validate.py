@@ -1,0 +1,215 @@
+"""Validation benchmarks: model forward time against transformers, and peak memory of a streamed validation.
+
+    python benchmarks/validate.py [--threads 1] [--tokens 2x256] [--layers 8] [--skip-rss] [--skip-speed]
+
+(a) speed: one tiny Kimi Linear checkpoint written by transformers' save_pretrained (hidden 256, 4 layers: 3 KDA
+    + 1 MLA, 16 experts top-4, KDA head dim 64) and one batch of tokens; the forward time of dayone's reference tier
+    (fp32) and fast tier (bf16, chunked KDA, batched experts) against transformers' KimiLinearForCausalLM forward
+    (fp32, eval, its torch path), resident weights, median of repeats. Ratios > 1 mean dayone is faster.
+(b) memory: `integrate validate` (fast vs reference tier, reload check on) in a child process on a synthetic K3
+    checkpoint with wide experts, at least 4x the bytes of its largest layer; the child's peak RSS above its RSS
+    right before validation starts, against the resident size of one layer in each tier ("two layers of weights")
+    and of the whole model.
+Threads: one by default, so a shared machine's other load does not turn OpenMP spinning into the measurement.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# benchmarks/ holds scripts named like modules (inspect.py shadows the standard library's): off the import path.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path.dirname(os.path.abspath(__file__))]
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ----- (a) speed against transformers
+def kimi_linear_checkpoint(path: Path) -> None:
+    from transformers import KimiLinearConfig, KimiLinearForCausalLM
+
+    config = KimiLinearConfig(
+        vocab_size=4096, hidden_size=256, intermediate_size=768, moe_intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=64, q_lora_rank=None, qk_rope_head_dim=16,
+        v_head_dim=64, qk_nope_head_dim=64, num_local_experts=16, num_experts_per_tok=4, n_shared_experts=1,
+        first_k_dense_replace=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        linear_attn_config={"kda_layers": [1, 2, 3], "full_attn_layers": [4], "head_dim": 64, "num_heads": 4,
+                            "short_conv_kernel_size": 4},
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = KimiLinearForCausalLM(config).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and "conv" not in name:
+                p.normal_(0, 0.5 / math.sqrt(p.shape[-1]))
+    model.save_pretrained(path)
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bench_speed(tokens: tuple[int, int], repeats: int) -> dict:
+    os.environ.setdefault("USE_HUB_KERNELS", "NO")
+    import transformers
+    from dayone.adapters.model import SpecModel, load_checkpoint_dir
+    from dayone.checkpoint import open_checkpoint
+    from dayone.commands.spec_source import spec_for_checkpoint
+    from transformers import KimiLinearForCausalLM
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kimi-linear-bench"
+        kimi_linear_checkpoint(path)
+        spec = spec_for_checkpoint(open_checkpoint(str(path)), None)
+        hf = KimiLinearForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+        ours = {}
+        for tier in ("reference", "fast"):
+            ours[tier] = SpecModel(spec, tier)
+            load_checkpoint_dir(ours[tier], spec, path)
+    ids = torch.randint(3, spec.vocab_size, tokens, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        t_hf = median_time(lambda: hf(input_ids=ids), repeats)
+        t_ref = median_time(lambda: ours["reference"](ids), repeats)
+        t_fast = median_time(lambda: ours["fast"](ids), repeats)
+    return {"tokens": list(tokens), "transformers_s": t_hf, "reference_s": t_ref, "fast_s": t_fast,
+            "reference_vs_transformers": t_hf / t_ref, "fast_vs_transformers": t_hf / t_fast}  # fmt: skip
+
+
+# ----- (b) peak RSS of a streamed validation
+CHILD = r"""
+import json, resource, sys, torch
+torch.set_num_threads(int(sys.argv[3]))
+from dayone.validate import Options, validate
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+options = Options(reference="naive", tokens=sys.argv[2])
+before = status("VmRSS")
+validate(sys.argv[1], options)  # warm-up: imports, thread pools, allocator, caches
+cold_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+base = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM)
+report = validate(sys.argv[1], options)
+print(json.dumps({"before": before, "cold_peak": cold_peak, "base": base, "peak": status("VmHWM"),
+                  "status": report["status"], "seconds": report["details"]["seconds"]}))
+"""
+
+
+def resident_bytes(t, tier_bytes: int) -> int:
+    """Bytes a tier keeps for manifest tensor t: MXFP4 pairs as stored, other weights at the tier's width."""
+    if t.role.startswith("passthrough"):
+        return 0
+    if t.role.endswith((".packed", ".scale")):
+        return t.nbytes
+    return t.numel * tier_bytes
+
+
+def layer_bytes(manifest) -> tuple[dict, dict]:
+    """Per layer: checkpoint bytes, and resident bytes of the layer in both tiers (fp32 reference + bf16 fast)."""
+    on_disk: dict = {}
+    resident: dict = {}
+    for t in manifest.tensors:
+        on_disk[t.layer] = on_disk.get(t.layer, 0) + t.nbytes
+        resident[t.layer] = resident.get(t.layer, 0) + resident_bytes(t, 4) + resident_bytes(t, 2)
+    return on_disk, resident
+
+
+def bench_rss(layers: int, threads: int) -> dict:
+    from dayone.spec.manifest import build_manifest
+    from dayone.spec.registry import load_spec
+    from dayone.synth import Scale, scaled_spec, write_synthetic
+
+    wide = Scale(hidden=512, vocab=4096, heads=8, head_dim=64, q_lora=128, kv_lora=128, qk_nope=64, qk_rope=32,
+                 v_head=64, experts=128, experts_per_token=4, expert_intermediate=256, latent=512,
+                 dense_intermediate=2048, vision_hidden=16, vision_intermediate=32, vision_heads=2,
+                 vision_pos_emb=4)  # fmt: skip
+    spec = scaled_spec(load_spec("kimi-k3"), wide, layers)
+    manifest = build_manifest(spec)
+    on_disk, resident = layer_bytes(manifest)
+    total = sum(on_disk.values())
+    largest = max((k for k in on_disk if k is not None), key=lambda k: on_disk[k])
+    two_layers = resident[largest]  # the largest layer, once in each tier
+    whole_resident = sum(resident.values())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k3-wide"
+        start = time.perf_counter()
+        write_synthetic(spec, path, seed=0, num_shards=layers + 1)
+        written = time.perf_counter() - start
+        tokens = ",".join(str(i) for i in range(3, 35))
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        proc = subprocess.run([sys.executable, "-c", CHILD, str(path), tokens, str(threads)], capture_output=True,
+                              text=True, env=env, check=True)  # fmt: skip
+        child = json.loads(proc.stdout.strip().splitlines()[-1])
+    grew = child["peak"] - child["base"]
+    return {
+        "layers": layers, "checkpoint_bytes": total, "largest_layer_bytes": on_disk[largest],
+        "checkpoint_over_largest_layer": total / on_disk[largest], "two_layers_resident_bytes": two_layers,
+        "whole_model_resident_bytes": whole_resident, "rss_before_bytes": child["base"],
+        "cold_rss_before_bytes": child["before"], "cold_peak_rss_bytes": child["cold_peak"],
+        "peak_rss_bytes": child["peak"], "peak_growth_bytes": grew,
+        "growth_over_two_layers": grew / two_layers, "growth_over_whole_model": grew / whole_resident,
+        "status": child["status"], "seconds": child["seconds"], "synth_seconds": written,
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tokens", default="2x256", help="BxT for the speed run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--layers", type=int, default=8, help="layers of the memory run's synthetic checkpoint")
+    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--skip-rss", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    out = {"threads": args.threads}
+    if not args.skip_speed:
+        B, T = (int(x) for x in args.tokens.split("x"))
+        out["speed"] = s = bench_speed((B, T), args.repeats)
+        if not args.json:
+            print(f"(a) forward of {B}x{T} tokens, tiny Kimi Linear, {args.threads} thread(s):")
+            print(f"    transformers {s['transformers_s'] * 1e3:8.1f} ms")
+            print(
+                f"    reference    {s['reference_s'] * 1e3:8.1f} ms   {s['reference_vs_transformers']:.2f}x transformers"
+            )
+            print(f"    fast         {s['fast_s'] * 1e3:8.1f} ms   {s['fast_vs_transformers']:.2f}x transformers")
+    if not args.skip_rss:
+        out["rss"] = r = bench_rss(args.layers, args.threads)
+        if not args.json:
+            mb = 1e6
+            print(f"(b) validate, synthetic K3 {r['layers']} layers, {r['checkpoint_bytes'] / mb:.0f} MB on disk "
+                  f"({r['checkpoint_over_largest_layer']:.1f}x its largest layer, {r['largest_layer_bytes'] / mb:.0f} MB):")  # fmt: skip
+            print(f"    peak RSS {r['peak_rss_bytes'] / mb:.0f} MB, {r['peak_growth_bytes'] / mb:.0f} MB above the "
+                  f"{r['rss_before_bytes'] / mb:.0f} MB of the warmed-up process before validation (first, cold run: "
+                  f"{r['cold_rss_before_bytes'] / mb:.0f} -> {r['cold_peak_rss_bytes'] / mb:.0f} MB)")  # fmt: skip
+            print(f"    vs the largest layer resident once per tier (\"two layers\": fp32 + bf16, experts packed): "
+                  f"{r['two_layers_resident_bytes'] / mb:.0f} MB -> {r['growth_over_two_layers']:.2f}x")  # fmt: skip
+            print(f"    vs the whole model resident in both tiers: {r['whole_model_resident_bytes'] / mb:.0f} MB -> "
+                  f"{r['growth_over_whole_model']:.2f}x; verdict {r['status']}")  # fmt: skip
+    if args.json:
+        print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

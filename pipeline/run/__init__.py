@@ -1,0 +1,1 @@
+"""`integrate run`: every stage against one checkpoint, keyed by input hashes and resumable."""

@@ -1,0 +1,236 @@
+"""The stages of `integrate run`, each a small function over a RunContext writing into its own work folder.
+
+Stage files are deterministic: no wall-clock times (report `created` is the run's fixed timestamp), no timings,
+no cache-hit flags. Scratch (the kernel cache) lives in OUT/cache, timings in OUT/logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dayone.checkpoint.reader import Checkpoint
+from dayone.dashboard.reports import Report
+from dayone.run.runner import Stage, StageResult, file_digest
+from dayone.spec.registry import spec_to_yaml
+from dayone.spec.schema import ModelSpec
+
+
+@dataclass
+class RunContext:
+    checkpoint: Checkpoint
+    spec: ModelSpec
+    out: Path
+    created: datetime
+    targets: tuple[str, ...]
+    archs: tuple[str, ...]
+    gpu: str = "h200"
+    gpus: int = 8
+    reports: list[Report] = field(default_factory=list)
+
+    def checkpoint_digest(self) -> dict[str, str]:
+        root = self.checkpoint.root
+        names = ["config.json", *self.checkpoint.files, *self.checkpoint.pickle_files]
+        if self.checkpoint.index_path is not None:
+            names.append(self.checkpoint.index_path.name)
+        return {name: file_digest(root / name) for name in sorted(set(names))}
+
+    def report(self, workdir: Path, stage: str, status: str, details: dict, **where) -> Report:
+        """A dashboard report for this stage, written beside its files."""
+        report = Report(stage=stage, spec=self.spec.name, status=status, created=self.created, details=details, **where)
+        suffix = "-".join(str(v) for v in where.values() if v)
+        name = f"report-{stage}{'-' + suffix if suffix else ''}.json"
+        (workdir / name).write_text(report.model_dump_json(indent=2) + "\n")
+        return report
+
+
+def _dump(path: Path, data: object) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def spec_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        (workdir / "spec.yaml").write_text(spec_to_yaml(ctx.spec))
+        ctx.report(workdir, "spec", "pass", {"architecture": ctx.spec.hf.architecture, "layers": ctx.spec.num_layers})
+        return StageResult("pass", f"{ctx.spec.name}: {ctx.spec.num_layers} layers", {"spec": ctx.spec.name})
+
+    return Stage("spec", lambda: {"spec": spec_to_yaml(ctx.spec)}, run)
+
+
+def coverage_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        from dayone.checkpoint.coverage import scan_coverage
+        from dayone.spec.manifest import build_manifest
+
+        manifest = build_manifest(ctx.spec)
+        coverage, shards = scan_coverage(manifest, ctx.checkpoint)
+        details = {
+            "ok": coverage.ok,
+            "tensors": sum(s.tensors for s in shards) or len(ctx.checkpoint.pickle_tensors),
+            "expected_tensors": len(manifest),
+            **coverage.as_dict(),
+        }
+        _dump(workdir / "inspect.json", details)
+        status = "pass" if coverage.ok else "fail"
+        ctx.report(workdir, "coverage", status, details)
+        summary = f"{details['tensors']:,} tensors" + ("" if coverage.ok else f", {coverage.missing_count} missing")
+        return StageResult(status, summary)
+
+    return Stage("coverage", lambda: {"checkpoint": ctx.checkpoint_digest()}, run, after=("spec",))
+
+
+def plan_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        from dayone.spec.planner import make_plan
+
+        plan = make_plan(ctx.spec, ctx.gpu, ctx.gpus).as_dict()
+        _dump(workdir / "plan.json", plan)
+        fits = "fits" if plan["fits"] else f"needs {plan['min_gpus']} GPUs"
+        return StageResult(
+            "pass", f"{ctx.gpus} x {ctx.gpu}: {fits}, {plan['decode_bound_tokens_per_s']:.0f} tok/s bound"
+        )
+
+    return Stage("plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus}, run, after=("spec",))
+
+
+def generate_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        from dayone.adapters.targets import common, generator
+        from dayone.checks.static import check_target
+
+        failed = []
+        for target in ctx.targets:
+            files = generator(target)(ctx.spec)
+            root = workdir / target
+            common.write_tree(root, files)
+            check = check_target(ctx.spec, target, root, files, lambda t=target: generator(t)(ctx.spec)).as_dict()
+            status = "pass" if check["ok"] else "fail"
+            if not check["ok"]:
+                failed.append(target)
+            ctx.report(workdir, "generate", status, {"files": sorted(files), "check": check}, target=target)
+        status = "fail" if failed else "pass"
+        summary = f"{', '.join(ctx.targets)}" + (f"; check failed: {', '.join(failed)}" if failed else "; checked")
+        return StageResult(status, summary, {"targets": list(ctx.targets)})
+
+    return Stage("generate", lambda: {"targets": ctx.targets}, run, after=("spec",))
+
+
+def compile_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        os.environ.pop("TRITON_INTERPRET", None)
+        from dayone.compile_stage import specializations_for
+        from dayone.kernels.aot import AotError, compile_specializations
+
+        cache = ctx.out / "cache" / "kernels"
+        try:
+            table = compile_specializations(specializations_for(ctx.spec), ctx.archs, cache)
+        except AotError as err:
+            _dump(workdir / "error.json", {"error": str(err)})
+            return StageResult("fail", str(err))
+        (workdir / "cubin").mkdir()
+        rows = []
+        for row in table:
+            shutil.copyfile(cache / row.cubin, workdir / "cubin" / row.cubin)
+            # Timings and cache hits vary between runs; the stage's files must not.
+            rows.append({k: v for k, v in row.as_dict().items() if k not in ("compile_seconds", "cached")})
+        resources = {"stage": "compile", "spec": ctx.spec.name, "archs": list(ctx.archs), "ok": True, "kernels": rows}
+        _dump(workdir / "resources.json", resources)
+        for arch in ctx.archs:
+            ctx.report(workdir, "compile", "pass", {"resources": [r for r in rows if r["arch"] == arch]}, arch=arch)
+        return StageResult("pass", f"{len(rows)} kernel builds for {', '.join(ctx.archs)}")
+
+    return Stage("compile", lambda: {"archs": ctx.archs}, run, after=("spec",))
+
+
+def synth_stage(spec_name: str, scale: str, seed: int) -> Stage:
+    """The demo's checkpoint: a tiny K3 written by `integrate synth`'s code, deterministic by seed. The folder is
+    named <spec>-<scale>, which is the name the spec derived from it takes."""
+
+    def run(workdir: Path) -> StageResult:
+        from dayone.spec.registry import load_spec
+        from dayone.synth.scale import scaled_spec
+        from dayone.synth.write import write_synthetic
+
+        spec = scaled_spec(load_spec(spec_name), scale)
+        folder = f"{spec_name}-{scale}"
+        write_synthetic(spec, workdir / folder, seed=seed, num_shards=3)
+        return StageResult("pass", f"{spec_name} at scale {scale}, seed {seed}", {"checkpoint": f"synth/{folder}"})
+
+    return Stage("synth", lambda: {"spec": spec_name, "scale": scale, "seed": seed}, run)
+
+
+def validate_stage(ctx: RunContext) -> Stage:
+    def run(workdir: Path) -> StageResult:
+        from dayone.validate import Options, validate
+
+        report = validate(str(ctx.checkpoint.root), Options(spec_arg=str(ctx.out / "stages" / "spec" / "spec.yaml")))
+        report["created"] = ctx.created.isoformat()
+        report["details"].pop("seconds", None)  # timings vary between runs; the stage's files must not
+        written = Report.model_validate(report)
+        (workdir / "report-validate.json").write_text(written.model_dump_json(indent=2) + "\n")
+        first = report["details"].get("first_failure")
+        summary = "every metric within tolerance" if report["status"] == "pass" else f"first failure: {first}"
+        return StageResult(report["status"], summary)
+
+    return Stage("validate", lambda: {"checkpoint": ctx.checkpoint_digest()}, run, after=("spec",))
+
+
+def package_stage(ctx: RunContext) -> Stage:
+    """Wheels, sdists, model card and SHA256SUMS from the generated adapters and every stage report so far."""
+
+    def run(workdir: Path) -> StageResult:
+        from dayone.package import package
+        from dayone.package.build import BuildError
+
+        stages = ctx.out / "stages"
+        inputs = workdir / "inputs"
+        for target in ctx.targets:
+            shutil.copytree(stages / "generate" / target, inputs / target)
+        for report in sorted(stages.glob("*/report-*.json")):
+            shutil.copyfile(report, inputs / report.name)
+        try:
+            result = package(inputs, workdir / "dist", spec_arg=str(stages / "spec" / "spec.yaml"))
+        except BuildError as err:
+            return StageResult("fail", str(err).splitlines()[0])
+        finally:
+            shutil.rmtree(inputs, ignore_errors=True)
+        for p in result.packages:
+            ctx.report(workdir, "package", "pass", {"wheel": p["wheel"], "sdist": p["sdist"]}, target=p["target"])
+        return StageResult("pass", f"{len(result.packages)} wheels + sdists, model card, SHA256SUMS")
+
+    # Reads the adapters and every stage report written before it.
+    return Stage(
+        "package", lambda: {"targets": ctx.targets}, run, after=("spec", "coverage", "generate", "compile", "validate")
+    )
+
+
+def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> Stage:
+    """The GitHub release. Its key includes the dist's files, so a rerun with nothing new uploads nothing (and the
+    release itself skips assets already there with the same checksum)."""
+
+    def run(workdir: Path) -> StageResult:
+        from dayone.release import PublishError
+        from dayone.release.github import publish
+
+        token = os.environ.get("GITHUB_TOKEN")
+        if not token:
+            return StageResult("fail", "GITHUB_TOKEN is not set")
+        try:
+            result = publish(ctx.out / "stages" / "package" / "dist", repo, tag, token=token, api_url=api_url)
+        except PublishError as err:
+            return StageResult("fail", str(err))
+        status = "fail" if result.conflicts else "pass"
+        ctx.report(workdir, "publish", status, {"repo": repo, "tag": tag, "release": result.release_url})
+        return StageResult(status, f"{repo}@{tag}: {len(result.assets)} assets")
+
+    def inputs() -> dict:
+        from dayone.run.runner import folder_digest
+
+        dist = ctx.out / "stages" / "package" / "dist"
+        return {"repo": repo, "tag": tag, "api": api_url, "dist": folder_digest(dist) if dist.is_dir() else None}
+
+    return Stage("publish", inputs, run, after=("package",))

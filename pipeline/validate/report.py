@@ -1,0 +1,144 @@
+"""The validation report: a dashboard Report (stage "validate") whose details hold every metric, the verdicts, and
+the first layer and capture point where a metric breaks; and its human rendering."""
+
+from __future__ import annotations
+
+from dayone.commands.output import console
+from dayone.dashboard.reports import Report, now
+from dayone.numerics import TOLERANCES
+from rich.table import Table
+
+FAST_KERNELS = ("kda", "short_conv", "moe_combine", "situ", "mxfp4_dequant")
+
+
+def broken(row: dict) -> list[str]:
+    """The metrics of a numerics row that are outside its tolerance row."""
+    bound = TOLERANCES[row["tolerance"]]
+    out = []
+    if not row["nonfinite_agree"]:
+        out.append("nonfinite")
+    if bound.max_abs is not None and row["max_abs"] > bound.max_abs:
+        out.append("max_abs")
+    if bound.rel_rms is not None and row["rel_rms"] > bound.rel_rms:
+        out.append("rel_rms")
+    if bound.cosine is not None and row["cosine"] < bound.cosine:
+        out.append("cosine")
+    return out
+
+
+def _failure(check: dict) -> dict:
+    kind = check["kind"]
+    if kind in ("numerics", "end_to_end"):
+        metrics = broken(check)
+        capture = check["capture"] + (" (end to end)" if kind == "end_to_end" else "")
+        return {"layer": check["layer"], "capture": capture, "metric": ",".join(metrics),
+                "values": {m: check[m] for m in metrics if m in check}, "tolerance": check["tolerance"]}  # fmt: skip
+    if kind == "router":
+        return {"layer": check["layer"], "capture": "router_topk", "metric": "agreement",
+                "values": {"agreement": check["agreement"]}, "tolerance": check["tolerance"]}  # fmt: skip
+    return {"layer": check["part"], "capture": "reload", "metric": "bitwise", "values": {}, "tolerance": "exact"}
+
+
+def backend(candidate: str, device: str) -> dict:
+    """Which implementation ran each fast-tier op: Triton on a GPU, the torch counterparts on a CPU."""
+    if candidate == "reference":
+        return {"device": device, "kernels": "none: the reference tier is plain torch"}
+    impl = "triton" if device.startswith("cuda") else "torch"
+    return {"device": device, "kernels": dict.fromkeys(FAST_KERNELS, impl)}
+
+
+def build_report(spec, source, results: list, meta: dict) -> dict:
+    checks = [c for r in results for c in r.checks]
+    logprobs = next((r.logprobs for r in reversed(results) if r.logprobs is not None), None)
+
+    def of(kind: str, keep_judged: bool = False) -> list[dict]:
+        drop = ("kind",) if keep_judged else ("kind", "judged")
+        return [{k: v for k, v in c.items() if k not in drop} for c in checks if c["kind"] == kind]
+
+    numerics, end_to_end, reload = of("numerics"), of("end_to_end", keep_judged=True), of("reload")
+    router, router_e2e = of("router"), of("router_end_to_end")
+    first = next((_failure(c) for c in checks if not c["passed"] and c.get("judged", True)), None)
+    if first is None and logprobs is not None and not logprobs["passed"]:
+        metric, verdict = next((k, v) for k, v in logprobs["verdicts"].items() if not v["passed"])
+        first = {"layer": "logprobs", "capture": "logprobs", "metric": metric, "values": {metric: logprobs[metric]},
+                 "tolerance": verdict["tolerance"]}  # fmt: skip
+    rows = meta.pop("rows")
+    seconds = {side: sum(r.seconds[side] for r in results) for side in ("reference", "candidate")}
+    details = {
+        "checkpoint": source.where,
+        **meta,
+        "backend": backend(meta["candidate"], meta["device"]),
+        "tolerance": {"rel_rms": TOLERANCES[rows.activations].rel_rms, "rows": rows.bounds()},
+        "first_failure": first,
+        # layer-local: each candidate part read the reference's input state (judged; what the dashboard draws)
+        "numerics": numerics or [r for r in end_to_end if r["judged"]],
+        # end to end: the candidate on its own state throughout (judged at the logits and log-probs only)
+        "end_to_end": end_to_end,
+        "router": router,
+        "router_end_to_end": router_e2e,
+        "logprobs": logprobs,
+        "reload": {
+            "checked": meta["reload_check"],
+            "parts": len(reload),
+            "identical": all(r["identical"] for r in reload),
+            "entries": reload,
+        },
+        "seconds": seconds,
+    }
+    report = Report(
+        stage="validate", spec=spec.name, target="reference", status="fail" if first else "pass", created=now(),
+        details=details,
+    )  # fmt: skip
+    return report.model_dump(mode="json")
+
+
+def print_report(report: dict) -> None:
+    d = report["details"]
+    tokens = d["tokens"]
+    console.print(
+        f"[bold]{d['checkpoint']}[/]: {d['candidate']} tier vs {d['reference']} "
+        f"({tokens['batch']} x {tokens['length']} tokens from {tokens['source']}; routing {d['routing']}; "
+        f"kernels {_kernels(d['backend'])} on {d['backend']['device']}; {d['ranks']} rank(s))"
+    )
+    worst: dict[str, dict] = {}
+    for row in d["numerics"]:
+        best = worst.get(row["capture"])
+        if best is None or row["rel_rms"] > best["rel_rms"] or not row["passed"] and best["passed"]:
+            worst[row["capture"]] = row
+    table = Table("capture", "worst layer", "max_abs", "rel_rms", "cosine", "tolerance", "verdict")
+    for capture, row in worst.items():
+        table.add_row(capture, str(row["layer"]), f"{row['max_abs']:.2e}", f"{row['rel_rms']:.2e}",
+                      f"{row['cosine']:.6f}", row["tolerance"], _verdict(row["passed"]))  # fmt: skip
+    if d["router"]:
+        low = min(d["router"], key=lambda r: r["agreement"])
+        table.add_row("router top-k agreement", str(low["layer"]), "", f"{low['agreement']:.3f}", "", low["tolerance"],
+                      _verdict(all(r["passed"] for r in d["router"])))  # fmt: skip
+    console.print(table)
+    lp = d["logprobs"]
+    if lp is not None:
+        console.print(
+            f"log-probs ({lp['positions']} next-token positions): |diff| mean {lp['mean_abs']:.2e} "
+            f"p95 {lp['p95_abs']:.2e} max {lp['max_abs']:.2e}; KL mean {lp['kl_mean']:.2e} max {lp['kl_max']:.2e}; "
+            f"top-1 agreement {lp['top1_agreement']:.3f}  {_verdict(lp['passed'])}"
+        )
+    rl = d["reload"]
+    if rl["checked"]:
+        console.print(f"reload check: {rl['parts']} parts reloaded after noise  {_verdict(rl['identical'])}")
+    first = d["first_failure"]
+    if first is None:
+        console.print(f"[green]pass[/]: every metric within the tolerance table ({d['comparison']} rows)")
+    else:
+        values = ", ".join(f"{k}={v:.3e}" for k, v in first["values"].items())
+        console.print(
+            f"[red]FAIL[/]: first break at layer {first['layer']}, {first['capture']}: {first['metric']} "
+            f"{values} (row {first['tolerance']})"
+        )
+
+
+def _kernels(b: dict) -> str:
+    k = b["kernels"]
+    return k if isinstance(k, str) else "/".join(sorted(set(k.values())))
+
+
+def _verdict(ok: bool) -> str:
+    return "[green]ok[/]" if ok else "[red]FAIL[/]"

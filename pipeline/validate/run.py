@@ -1,0 +1,207 @@
+"""`integrate validate`: the candidate tier against a reference on fixed tokens, capture point by capture point.
+
+Order of work, per part (embedding, layer 0 .. L-1, head): the reference runs the part (loading it, then freeing
+it), then the candidate loads the same part, runs it with the reference's routing replayed (--routing replay, the
+default), is optionally reload-checked, and is freed; the two sets of capture points are compared and dropped. Only
+one part's weights and one part's activations are ever resident, which is what lets a model far larger than memory
+be validated. Under torchrun the layers are split across ranks (see distributed.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from dayone.adapters.model import TIERS, Capture
+from dayone.adapters.model.attn_residual import Stream
+from dayone.adapters.model.batch import Batch
+from dayone.errors import InputError
+from dayone.validate import distributed
+from dayone.validate.metrics import logprob_metrics, rows_for, tensor_row, topk_row
+from dayone.validate.references import (
+    GoldenReference,
+    NaiveReference,
+    TransformersReference,
+    load_golden,
+    resolve_reference,
+)
+from dayone.validate.report import build_report
+from dayone.validate.source import ShardReader, open_source
+from dayone.validate.streamed import StreamedModel
+from dayone.validate.tokens import check_ids, parse_tokens
+
+# Capture points of a layer in the order they are computed; the first failing one is where the report points.
+LAYER_POINTS = ("attn_res", "attn_in", "attn_out", "mlp_res", "mlp_in", "router_logits", "topk_weights",
+                "latent_down", "latent_combined", "latent_normed", "latent_up", "mlp_out", "out")  # fmt: skip
+HEAD_POINTS = ("output_res", "final_norm", "logits")
+ROUTINGS = ("replay", "own")
+
+
+@dataclass
+class Options:
+    reference: str = "auto"  # auto | naive | transformers | golden:FILE
+    tokens: str | None = None  # FILE | IDS | None (built-in)
+    candidate: str = "fast"  # the tier under test
+    routing: str = "replay"  # replay: the candidate uses the reference's experts; own: its own choice
+    reload_check: bool = True
+    device: str = "auto"  # auto | cpu | cuda
+    spec_arg: str | None = None
+
+
+@dataclass
+class RankResult:
+    """What one rank found: checks in the order they ran (numerics rows, router rows, reload, log-probs)."""
+
+    checks: list[dict] = field(default_factory=list)
+    logprobs: dict | None = None
+    seconds: dict[str, float] = field(default_factory=lambda: {"reference": 0.0, "candidate": 0.0})
+
+
+def validate(checkpoint: str, options: Options) -> dict:
+    """Run the validation; returns the report (a dashboard Report as a dict) on rank 0, {"status": ...} elsewhere."""
+    if options.candidate not in TIERS:
+        raise InputError(f"--candidate {options.candidate!r}: choose from {', '.join(TIERS)}")
+    if options.routing not in ROUTINGS:
+        raise InputError(f"--routing {options.routing!r}: choose from {', '.join(ROUTINGS)}")
+    ranks = distributed.init(options.device)
+    ok = False
+    try:
+        source = open_source(checkpoint, options.spec_arg)
+        spec = source.spec
+        kind = resolve_reference(options.reference, source)
+        golden = load_golden(kind, spec.vocab_size) if kind.startswith("golden:") else None
+        if golden is not None:
+            ids, token_source = golden.input_ids, f"{golden.path} (input_ids)"
+            if options.tokens is not None:
+                given, _ = parse_tokens(options.tokens, spec.vocab_size)
+                if not torch.equal(given, ids):
+                    raise InputError(f"--tokens: differ from the input_ids of {golden.path} (leave --tokens out)")
+        else:
+            ids, token_source = parse_tokens(options.tokens, spec.vocab_size)
+        check_ids(ids, spec.vocab_size, token_source)
+
+        if kind == "naive":
+            reference = NaiveReference(source, ranks.device)
+        elif kind == "transformers":
+            reference = TransformersReference(source, ids)
+        else:
+            assert golden is not None
+            reference = GoldenReference(golden)
+        class_name, rows = rows_for(options.candidate, reference.precision, reference.independent)
+        candidate = StreamedModel(
+            spec, options.candidate, ShardReader(source.checkpoint), source.manifest, ranks.device
+        )
+        result = _run(spec, ids, reference, candidate, rows, options, ranks)
+        results = distributed.gather(result, ranks)
+        report = None
+        if ranks.first:
+            assert results is not None
+            report = build_report(
+                spec=spec,
+                source=source,
+                results=results,
+                meta={
+                    "candidate": options.candidate,
+                    "reference": reference.name,
+                    "comparison": class_name,
+                    "rows": rows,
+                    "routing": "replayed" if options.routing == "replay" else "own",
+                    "device": str(ranks.device),
+                    "tokens": {"batch": int(ids.shape[0]), "length": int(ids.shape[1]), "source": token_source},
+                    "reload_check": options.reload_check,
+                    "ranks": ranks.world,
+                },
+            )
+        status = distributed.broadcast(report["status"] if report else None, ranks)
+        ok = True
+        return report if report is not None else {"status": status}
+    finally:
+        distributed.finish(ranks, ok)
+
+
+def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options, ranks) -> RankResult:
+    out = RankResult()
+    B, T = ids.shape
+    N, D = B * T, spec.hidden_size
+    batch = Batch((T,) * B, (0,) * B)
+    reload_check = options.reload_check
+    replay = options.routing == "replay"
+
+    def timed(side: str, fn):
+        start = time.perf_counter()
+        value = fn()
+        out.seconds[side] += time.perf_counter() - start
+        return value
+
+    def reloaded() -> None:
+        for entry in candidate.drain_reload():
+            out.checks.append({"kind": "reload", **entry, "passed": entry["identical"]})
+
+    def compare_points(names, layer: int, rc: dict, cc: dict | None, prefix: str = "", kind: str = "numerics",
+                       judged: bool = True) -> None:  # fmt: skip
+        for point in names:
+            name = prefix + point
+            if cc is not None and name in rc and name in cc:
+                row = tensor_row(point, layer, cc[name], rc[name], rows.activations)
+                out.checks.append({"kind": kind, **row, "judged": judged})
+
+    def router(layer: int, rc: dict, cc: dict | None, kind: str) -> None:
+        p = f"layers.{layer}."
+        if cc is not None and p + "own_topk_ids" in cc and p + "topk_ids" in rc:
+            row = topk_row(layer, cc[p + "own_topk_ids"], rc[p + "topk_ids"], rows.topk)
+            out.checks.append({"kind": kind, **row, "judged": kind == "router"})
+
+    if ranks.first:
+        rc = timed("reference", lambda: reference.embed(ids))
+        cc = Capture()
+        timed("candidate", lambda: candidate.embed(ids, cc, reload_check))
+        reloaded()
+        compare_points(("embed",), -1, rc, cc)  # the embedding has no input state: local and end to end agree
+    else:
+        bank = sum(layer.snapshot for layer in spec.layers[: ranks.layers(spec.num_layers).start])
+        sides = [reference.model, candidate] if reference.streamed else [candidate]
+        for side in sides:
+            side.stream = distributed.recv_stream(ranks.rank - 1, (N, D), side.model.tier.dtype, bank, ranks.device)
+            side.batch = batch
+
+    for i in ranks.layers(spec.num_layers):
+        state = reference.state(i)  # the reference's input to layer i, for the layer-local run
+        rc = timed("reference", lambda i=i: reference.layer(i))
+        p = f"layers.{i}."
+        routes = {p + "topk_ids": rc[p + "topk_ids"]} if replay and p + "topk_ids" in rc else {}
+        cc = Capture(routes=routes)
+        lc = Capture(routes=routes) if state is not None else None
+        extra = [(state, lc)] if lc is not None else []
+        timed("candidate", lambda i=i, cc=cc, extra=extra: candidate.layer(i, cc, reload_check, extra))
+        reloaded()
+        for point in LAYER_POINTS:
+            compare_points((point,), i, rc, lc, p)
+            if point == "router_logits":
+                router(i, rc, lc, "router")
+        for point in LAYER_POINTS:
+            compare_points((point,), i, rc, cc, p, "end_to_end", judged=False)
+            if point == "router_logits":
+                router(i, rc, cc, "router_end_to_end")
+        del rc, cc, lc, extra, state
+
+    if not ranks.last:
+        sides = [reference.model, candidate] if reference.streamed else [candidate]
+        for side in sides:
+            assert isinstance(side.stream, Stream)
+            distributed.send_stream(side.stream, ranks.rank + 1)
+    else:
+        state = reference.state(spec.num_layers)
+        rc = timed("reference", reference.head)
+        cc = Capture()
+        lc = Capture() if state is not None else None
+        extra = [(state, lc)] if lc is not None else []
+        logits = timed("candidate", lambda: candidate.head(cc, reload_check, extra))
+        reloaded()
+        compare_points(HEAD_POINTS, spec.num_layers, rc, lc)
+        compare_points(HEAD_POINTS[:-1], spec.num_layers, rc, cc, "", "end_to_end", judged=False)
+        compare_points(("logits",), spec.num_layers, rc, cc, "", "end_to_end", judged=True)  # what users see
+        V = logits.shape[-1]
+        ref_logprobs = reference.logprobs(rc["logits"].reshape(B, T, V))
+        out.logprobs = logprob_metrics(logits.reshape(B, T, V).cpu(), ref_logprobs.cpu(), ids, rows)
+    return out

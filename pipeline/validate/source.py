@@ -1,0 +1,75 @@
+"""What a validation reads: the checkpoint (headers checked against its spec before any weight is read) and a
+tensor getter that keeps each shard open only while one part of the model loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from dayone.checkpoint import check_coverage, open_checkpoint
+from dayone.checkpoint.reader import Checkpoint
+from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.errors import InputError
+from dayone.spec.manifest import Manifest, build_manifest
+from dayone.spec.schema import ModelSpec
+
+
+class ShardReader:
+    """get(name) -> tensor, reading only that tensor's bytes. Shards stay open until `release()`, which the runner
+    calls after each part (a layer, the embedding, the head), so no mapping outlives the part it served."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self._open: dict[str, object] = {}
+
+    def __call__(self, name: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        info = self.checkpoint.tensors.get(name)
+        if info is None:
+            raise KeyError(name)
+        if info.file not in self._open:
+            self._open[info.file] = safe_open(self.checkpoint.root / info.file, framework="pt")
+        return self._open[info.file].get_tensor(name)  # type: ignore[attr-defined]
+
+    def release(self) -> None:
+        self._open.clear()
+
+
+@dataclass
+class Source:
+    checkpoint: Checkpoint
+    spec: ModelSpec
+    manifest: Manifest
+
+    @property
+    def where(self) -> str:
+        return self.checkpoint.source or str(self.checkpoint.root)
+
+
+def open_source(path: str, spec_arg: str | None = None) -> Source:
+    """Open a checkpoint and its spec (given, or derived from config.json); a checkpoint that does not hold exactly
+    the spec's tensors (names, shapes, dtypes) is bad input, named by its first problem."""
+    checkpoint = open_checkpoint(path)
+    spec = spec_for_checkpoint(checkpoint, spec_arg)
+    manifest = build_manifest(spec)
+    coverage = check_coverage(manifest, checkpoint)
+    if not coverage.ok and not (coverage.missing_count or coverage.mismatched_count):
+        # transformers' save_pretrained writes zero-sized tensors for absent parts (n_shared_experts = 0 gives
+        # shared_experts weights of shape [0, D]): they hold nothing to validate, so they are not a mismatch.
+        expected = manifest.expected()
+        extra = [info for name, info in checkpoint.tensors.items() if name not in expected]
+        if all(0 in info.shape for info in extra):
+            return Source(checkpoint, spec, manifest)
+    if not coverage.ok:
+        where = checkpoint.source or str(checkpoint.root)
+        for label, items in (
+            ("wrong shape", coverage.wrong_shape),
+            ("wrong dtype", coverage.wrong_dtype),
+            ("missing", coverage.missing),
+            ("not in the spec", coverage.unexpected),
+        ):
+            if items:
+                more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+                raise InputError(f"{where}: does not match spec {spec.name}: {label}: {items[0]}{more}")
+    return Source(checkpoint, spec, manifest)

@@ -1,0 +1,18 @@
+"""Helpers shared by the validation tests (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Subprocesses get one thread each: on a shared 2-core machine two OpenMP threads per process spin against each
+# other and every tiny matmul slows 20x; results do not depend on it (validation compares within one process).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+SHORT_TOKENS = "[[5, 17, 42, 9, 77, 3, 120, 64, 8, 33, 91, 12], [250, 1, 0, 45, 45, 200, 7, 19, 99, 128, 6, 60]]"
+
+
+def synthetic(path: Path, spec_name: str, layers: int | None = None, seed: int = 0) -> Path:
+    from dayone.spec.registry import load_spec
+    from dayone.synth import scaled_spec, write_synthetic
+
+    write_synthetic(scaled_spec(load_spec(spec_name), "tiny", layers), path, seed=seed)
+    return path
