@@ -34,7 +34,9 @@ class TrainingModel(nn.Module):
         self.names = sorted(params)
         for i, name in enumerate(self.names):
             self.register_parameter(f"p{i}", nn.Parameter(params[name].float().clone()))
-        self.core = SpecModel(spec, "reference", device="meta")
+        # Training holds experts dequantized (Miles trains K3 on the BF16 conversion), so the core is the spec without
+        # its MXFP4 quantization: float expert weights the Megatron parameters can be bound to.
+        self.core = SpecModel(spec.model_copy(update={"quantization": None}), "reference", device="meta")
         self.core.to_empty(device="cpu")
 
     @classmethod

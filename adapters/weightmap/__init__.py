@@ -1,7 +1,7 @@
 """The one weight map: every checkpoint tensor -> a framework parameter, with its transform and parallel rule.
 
     from dayone.adapters.weightmap import build_weight_map, walk
-    wm = build_weight_map(spec, "megatron")          # or "inference" (SGLang, vLLM)
+    wm = build_weight_map(spec, "megatron")          # or "inference" (SGLang), "vllm"
     shard = walk.to_target(wm, tensors.__getitem__, walk.Parallel(tp_rank=1, tp_size=2))
 Every generated loader and converter walks a table rendered from this map (see walk.py, shipped with them).
 """

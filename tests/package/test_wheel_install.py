@@ -3,15 +3,15 @@
 One plain venv (`python -m venv --without-pip`, no system site-packages) gets all four wheels through this
 environment's pip (`pip --python`, `--no-deps`). Two checks run in it:
 
-1. Nothing but the wheels: torch, sglang, vllm and megatron are absent; the packages of SGLang, vLLM and Miles
-   import (their `__init__` imports no framework), the vLLM plugin's entry point is listed by importlib.metadata and
-   loads, and the Miles model-args script is found as package data.
+1. Nothing but the wheels: torch, sglang, vllm and megatron are absent; the packages of all four targets import
+   (their `__init__` imports no framework; Megatron-Bridge registers its bridge only when `register()` is called),
+   the vLLM plugin's entry point is listed by importlib.metadata and loads, and the Miles model-args script is found
+   as package data.
 2. The wheels plus torch, their one declared requirement: torch's import closure (torch, numpy, ...) is linked from
    this environment into a folder on PYTHONPATH, since installing torch into the venv would download ~200 MB. Every
    module that needs only torch imports (weight_table, walk, mxfp4, loading, Miles' convert). The framework
-   modules (SGLang's and vLLM's model.py, everything of Megatron-Bridge, whose `__init__` imports its bridge and so
-   megatron.bridge at import time) fail with ModuleNotFoundError naming exactly their framework: nothing else is
-   missing.
+   modules (SGLang's and vLLM's model.py, Megatron-Bridge's bridge.py) fail with ModuleNotFoundError naming exactly
+   their framework: nothing else is missing.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import REVISION
+from dayone.adapters.targets.common import dayone_version, spec_digest
+from dayone.package.version import package_version
+from dayone.spec.registry import load_spec
 
 CHECK = textwrap.dedent(
     """
@@ -44,6 +48,7 @@ CHECK = textwrap.dedent(
         for p in ("sglang", "vllm"):
             modules += [f"dayone_kimi_k3_{p}.{m}" for m in ("weight_table", "walk", "mxfp4", "loading", "model")]
         modules += [f"dayone_kimi_k3_miles.{m}" for m in ("weight_table", "walk", "mxfp4", "convert")]
+        modules += [f"dayone_kimi_k3_megatron_bridge.{m}" for m in ("weight_table", "walk", "mxfp4", "bridge")]
     for name in modules:
         try:
             importlib.import_module(name)
@@ -110,14 +115,16 @@ def test_wheels_import_in_a_fresh_venv(venv):
     python, root = venv
     out = run_check(python, "bare", {}, root)
     assert out["absent"] == ["torch", "sglang", "vllm", "megatron"]
-    assert set(out["versions"].values()) == {"0.1.0+spec.f020b2a7.rev.0123456789ab"}
+    expected = package_version(dayone_version(), spec_digest(load_spec("kimi-k3")), REVISION, public=False)
+    assert set(out["versions"].values()) == {expected}
+    assert expected.endswith(".rev.0123456789ab")
     assert out["plugins"] == {"dayone_kimi_k3_vllm": "dayone_kimi_k3_vllm:register"}
     assert out["plugin_loads"] and out["miles_script"]
     assert out["imports"] == {
         "dayone_kimi_k3_sglang": "ok",
         "dayone_kimi_k3_vllm": "ok",
         "dayone_kimi_k3_miles": "ok",
-        "dayone_kimi_k3_megatron_bridge": "missing torch",  # its __init__ imports bridge.py: torch, then megatron
+        "dayone_kimi_k3_megatron_bridge": "ok",
     }
     assert out["from_venv"]  # imported from the venv, not from a source tree
 
@@ -132,7 +139,7 @@ def test_wheel_modules_need_only_torch_besides_the_framework(venv):
     expected |= {
         "dayone_kimi_k3_sglang.model": "missing sglang",
         "dayone_kimi_k3_vllm.model": "missing vllm",
-        "dayone_kimi_k3_megatron_bridge": "missing megatron",
+        "dayone_kimi_k3_megatron_bridge.bridge": "missing megatron",
     }
     assert imports == expected
-    assert len(imports) == 4 + 2 * 5 + 4
+    assert len(imports) == 4 + 2 * 5 + 4 + 4

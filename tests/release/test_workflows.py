@@ -143,3 +143,36 @@ def test_oidc_token_only_where_publishing_needs_it():
             assert "gh-action-pypi-publish" in steps or "deploy-pages" in steps, f"job {name} has id-token: write"
         if "gh-action-pypi-publish" in steps:
             assert job["permissions"] == {"id-token": "write"}, "the PyPI job needs id-token and nothing else"
+
+
+def _integrate_calls() -> list[list[str]]:
+    """Every `integrate ...` command line in the workflows' run: scripts, split into words."""
+    import shlex
+
+    calls = []
+    for path in WORKFLOWS:
+        for job in yaml.safe_load(path.read_text()).get("jobs", {}).values():
+            for step in job.get("steps", []):
+                for line in str(step.get("run", "")).splitlines():
+                    line = line.split("#")[0].strip()
+                    if line.startswith("integrate "):
+                        calls.append(shlex.split(line.split("||")[0].split(">")[0]))
+    return calls
+
+
+def test_every_integrate_command_in_the_workflows_exists_and_is_tested():
+    from dayone.cli import cli
+
+    calls = _integrate_calls()
+    assert calls, "the release workflow calls integrate"
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
+    for words in calls:
+        command = cli.get_command(None, words[1])
+        assert command is not None, f"integrate {words[1]}: no such command"
+        options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+        for word in words[2:]:
+            if word.startswith("--"):
+                assert word in options, f"integrate {words[1]} {word}: no such option"
+        assert f'integrate("{words[1]}"' in tests or f"integrate(\n        \"{words[1]}\"" in tests, (
+            f"integrate {words[1]} is called by a workflow but no test runs it"
+        )
