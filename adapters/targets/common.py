@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 from importlib import metadata, resources
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 from dayone.adapters.weightmap.build import WeightMap
+from dayone.atomic import staged_folder
 from dayone.errors import InputError
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -129,22 +128,12 @@ def finish(files: dict[str, str]) -> dict[str, str]:
 
 def write_tree(out_dir: Path, files: dict[str, str]) -> list[Path]:
     """Write `files` under out_dir through a staging folder renamed into place: all of it or nothing."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    with staged_folder(out_dir) as staging:
         for rel, text in files.items():
             path = staging / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return [out_dir / rel for rel in files]
+    return [Path(out_dir) / rel for rel in files]
 
 
 def dims(spec: ModelSpec) -> dict[str, int | float]:

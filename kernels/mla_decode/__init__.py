@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import torch
+from dayone.kernels.autotune import DECODE_BATCH, DECODE_CONTEXT, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
 from dayone.kernels.mla_decode.batched import mla_decode_batched
 from dayone.kernels.mla_decode.reference import mla_decode_reference
 from dayone.kernels.specialization import KernelDims, Specialization
 
-__all__ = ["mla_decode", "mla_decode_reference", "specializations"]
+__all__ = ["candidates", "mla_decode", "mla_decode_reference", "specializations"]
 
 
 def mla_decode(
@@ -94,3 +96,58 @@ def specializations(dims: KernelDims) -> list[Specialization]:
             num_stages=2,
         )
     ]
+
+
+# Autotuning alternatives (heads per program, tokens per step, warps) to the shipped BLOCK_H=16 BLOCK_T=32 8 warps;
+# at K3's 512 + 64 every one fits sm_90 without spills (largest: 64 heads x 32 tokens, 108 KiB of shared memory).
+CONFIGS = (
+    {"BLOCK_T": 16, "num_warps": 4}, {"num_warps": 4}, {"BLOCK_T": 64}, {"BLOCK_H": 32},
+    {"BLOCK_H": 32, "num_warps": 4}, {"BLOCK_H": 32, "BLOCK_T": 64}, {"BLOCK_H": 64},
+)  # fmt: skip
+PAGE_SIZE = 64
+
+
+def candidates(dims: KernelDims) -> list[Candidate]:
+    """The decode kernel at batch 64, 8k tokens of context each."""
+    return [
+        Candidate(variants(default, CONFIGS), partial(decode_args, dims), ("out_ptr",))
+        for default in specializations(dims)
+    ]
+
+
+def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs:
+    """64 requests of 8192 cached tokens, pages shuffled over the pool, page size 64, the spec's heads and widths.
+
+    tiny: 3 requests of 70, 1 and 0 tokens, 5 heads, latent 32 + rope 16, page size 16, fp32.
+    """
+    import triton
+    from dayone.kernels.mla_decode.kernel import dot_block
+
+    if tiny:
+        lens, heads, lat, rope, page, dtype = [70, 1, 0], 5, 32, 16, 16, torch.float32
+    else:
+        lens, heads, lat, rope = (
+            [DECODE_CONTEXT] * DECODE_BATCH,
+            dims.mla_num_heads,
+            dims.kv_lora_rank,
+            dims.qk_rope_head_dim,
+        )
+        page, dtype = PAGE_SIZE, TORCH_DTYPES[dims.dtype]
+    x = Inputs(device)
+    n, pages = len(lens), triton.cdiv(max(lens), page)
+    cache = x.randn(n * pages, page, lat + rope, dtype=dtype)
+    table = x.randperm(n * pages).to(torch.int32).reshape(n, pages)
+    q = x.randn(n, heads, lat + rope, dtype=dtype)
+    out = x.nans(n, heads, lat, dtype=dtype)
+    scale = (dims.qk_nope_head_dim + dims.qk_rope_head_dim) ** -0.5
+    args = (q, cache, table, x.tensor(lens), out, heads, page, q.stride(0), q.stride(1), cache.stride(0))
+    args += (cache.stride(1), table.stride(0), out.stride(0), out.stride(1), scale)
+    grid = lambda meta: (triton.cdiv(heads, meta["BLOCK_H"]), n)
+    shapes = {
+        "KV_LORA": lat,
+        "ROPE": rope,
+        "BLOCK_LAT": dot_block(lat),
+        "BLOCK_ROPE": dot_block(rope),
+        "DOT_FP32": True,
+    }
+    return grid, args, shapes if tiny else {}

@@ -8,11 +8,10 @@ sparse (a hole in the file), which is how a full-size skeleton of a 1.5 TB relea
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from dayone.atomic import staged_folder
 from dayone.checkpoint.reader import INDEX_NAME
 from dayone.errors import InputError
 from dayone.spec.manifest import Tensor
@@ -86,12 +85,7 @@ def write_checkpoint(
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise InputError(f"{out_dir}: exists and is not empty (pass --overwrite to replace it)")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
-    try:
+    with staged_folder(out_dir) as staging:
         shards = plan_shards(tensors, num_shards)
         weight_map: dict[str, str] = {}
         for i, shard in enumerate(shards):
@@ -105,10 +99,4 @@ def write_checkpoint(
         (staging / "config.json").write_text(json.dumps(config, indent=1) + "\n")
         for name, text in (extra_files or {}).items():
             (staging / name).write_text(text)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out_dir

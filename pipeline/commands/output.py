@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import click
+from dayone.atomic import write_atomic  # noqa: F401 - commands import it from here
 from rich.console import Console
 
 console = Console(highlight=False)
@@ -14,18 +13,6 @@ console = Console(highlight=False)
 
 def emit_json(data: object) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temporary sibling and a rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def human_bytes(n: float) -> str:

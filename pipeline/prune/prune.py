@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayone.atomic import staged_folder
 from dayone.checkpoint.reader import INDEX_NAME, Checkpoint
 from dayone.checkpoint.writer import plan_shards, shard_name
 from dayone.convert.pieces import Copy, Piece
@@ -119,11 +118,7 @@ def write_pruned(
     count = num_shards or max(1, math.ceil(plan.nbytes / SHARD_BYTES))
     by_name = {p.name: p for p in plan.pieces}
     shards = plan_shards([p.as_tensor() for p in plan.pieces], count)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    staging = dst.parent / f".{dst.name}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
+    with staged_folder(dst) as staging:
         weight_map: dict[str, str] = {}
         for i, shard in enumerate(shards):
             file = shard_name(i, len(shards))
@@ -133,10 +128,4 @@ def write_pruned(
         (staging / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
         (staging / "config.json").write_text(json.dumps(plan.config, indent=2) + "\n")
         copied = copy_side_files(ckpt.root, staging)
-        if dst.exists():
-            shutil.rmtree(dst)
-        staging.rename(dst)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return {"shards": len(shards), "tensors": len(plan.pieces), "bytes": plan.nbytes, "copied": copied}
