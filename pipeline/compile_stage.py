@@ -1,16 +1,22 @@
 """The compile stage: the kernel specialisations a spec needs, built for each GPU arch without a GPU.
 
 The spec is the only input: its dims become a KernelDims, each kernel package lists its instances for those dims,
-and dayone.kernels.aot compiles them into a content-addressed cache with a resource table.
+and dayone.kernels.aot compiles them into a content-addressed cache with a resource table. With a GPU, the packages'
+autotuning candidates (dayone.kernels.autotune) replace the shipped configs by the fastest correct ones on its arch.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dayone.kernels.specialization import KernelDims, Specialization
 from dayone.spec.schema import ModelSpec
+
+if TYPE_CHECKING:  # the autotuner imports torch; compiling alone does not need it
+    from dayone.kernels.autotune import Candidate, Tuned
 
 # Every kernel package exposing specializations(dims); compile order follows the model's data flow.
 KERNEL_PACKAGES = ("short_conv", "kda", "gated_rmsnorm", "mla_decode", "attn_residual", "situ", "mxfp4", "moe_combine")
@@ -52,3 +58,23 @@ def specializations_for(spec: ModelSpec) -> list[Specialization]:
     for name in KERNEL_PACKAGES:
         specs.extend(importlib.import_module(f"dayone.kernels.{name}").specializations(dims))
     return specs
+
+
+def candidates_for(spec: ModelSpec) -> list[Candidate]:
+    """The autotuning candidates of the kernel instances the spec needs, from every package that offers them."""
+    dims = kernel_dims(spec)
+    found: list[Candidate] = []
+    for name in KERNEL_PACKAGES:
+        candidates = getattr(importlib.import_module(f"dayone.kernels.{name}"), "candidates", None)
+        if candidates is not None:
+            found.extend(candidates(dims))
+    return found
+
+
+def build_plan(
+    specs: list[Specialization], archs: tuple[str, ...], tuned: Sequence[Tuned] = ()
+) -> list[list[tuple[Specialization, str]]]:
+    """What to compile, one list of (instance, arch) per shipped instance: the autotuning winner on the arch it was
+    tuned for, the shipped config everywhere else."""
+    winners = {(t.kernel, t.arch): t.winner_spec for t in tuned}
+    return [[(winners.get((spec.kernel, arch), spec), arch) for arch in archs] for spec in specs]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import torch
+from dayone.kernels.autotune import PREFILL_TOKENS, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.specialization import KernelDims, Specialization
 
-__all__ = ["moe_combine", "specializations"]
+__all__ = ["candidates", "moe_combine", "specializations"]
 
 
 def moe_combine(
@@ -76,3 +78,34 @@ def specializations(dims: KernelDims) -> list[Specialization]:
             num_stages=1,
         )
     ]
+
+
+# Autotuning alternatives to the shipped 8 warps. BLOCK_L is not tuned: the norm needs the whole row in one program.
+CONFIGS = ({"num_warps": 4}, {"num_warps": 16})
+
+
+def candidates(dims: KernelDims) -> list[Candidate]:
+    """The combine of a prefill chunk: at decode batch 64 it is 64 programs, too few for a config to matter."""
+    return [
+        Candidate(variants(spec, CONFIGS), partial(combine_args, dims), ("out_ptr",)) for spec in specializations(dims)
+    ]
+
+
+def combine_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs:
+    """8192 tokens' experts_per_token expert outputs of the MoE width (the latent size for a latent MoE), with the
+    norm weight when the spec has a latent norm.
+
+    tiny: 3 tokens of width 40 (BLOCK_L 64), fp32.
+    """
+    if tiny:
+        tokens, width, dtype = 3, 40, torch.float32
+    else:
+        tokens, width, dtype = PREFILL_TOKENS, dims.moe_hidden_size or dims.hidden_size, TORCH_DTYPES[dims.dtype]
+    k = dims.experts_per_token
+    x = Inputs(device)
+    expert = x.randn(tokens, k, width, dtype=dtype)
+    weights = x.randn(tokens, k).softmax(-1)
+    norm = x.randn(width, dtype=dtype)
+    out = x.nans(tokens, width, dtype=dtype)
+    args = (expert, weights, norm, out, width, expert.stride(0), expert.stride(1), weights.stride(0), 1e-5)
+    return (tokens,), args, {"BLOCK_L": 64} if tiny else {}

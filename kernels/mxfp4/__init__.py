@@ -6,8 +6,10 @@ Format and edge cases (scale byte 0, 254, 255; code 8 = -0.0) are documented in 
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import torch
+from dayone.kernels.autotune import TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
 from dayone.kernels.mxfp4.reference import (
     GROUP_SIZE,
     dequantize_mxfp4_reference,
@@ -16,7 +18,7 @@ from dayone.kernels.mxfp4.reference import (
 )
 from dayone.kernels.specialization import KernelDims, Specialization
 
-__all__ = ["dequantize_mxfp4", "mxfp4_linear", "quantize_mxfp4", "specializations"]
+__all__ = ["candidates", "dequantize_mxfp4", "mxfp4_linear", "quantize_mxfp4", "specializations"]
 
 
 def _use_triton(t: torch.Tensor, backend: str | None) -> bool:
@@ -120,3 +122,44 @@ def specializations(dims: KernelDims) -> list[Specialization]:
         num_stages=3,
     )
     return [dequant, linear]
+
+
+# Autotuning alternatives (output rows and packed bytes per tile, warps, stages) to the shipped BLOCK_N=32
+# BLOCK_KP=64 4 warps 3 stages; all fit sm_90 without spills (at most 24 KiB of shared memory). BLOCK_M stays 16,
+# tl.dot's smallest tile, for decode batches of 1..16. The kernel has no split-K: every program walks the whole K.
+LINEAR_CONFIGS = (
+    {"BLOCK_N": 16, "BLOCK_KP": 128}, {"BLOCK_KP": 128}, {"BLOCK_N": 64},
+    {"BLOCK_N": 64, "BLOCK_KP": 128, "num_warps": 8}, {"BLOCK_N": 128, "num_warps": 8},
+    {"BLOCK_N": 16, "BLOCK_KP": 256, "num_stages": 4}, {"BLOCK_KP": 256, "num_warps": 8, "num_stages": 4},
+)  # fmt: skip
+
+
+def candidates(dims: KernelDims) -> list[Candidate]:
+    """The mat-vec at batch 1 over the gate projections of one token's experts, stacked."""
+    return [
+        Candidate(variants(spec, LINEAR_CONFIGS), partial(linear_args, dims), ("out_ptr",))
+        for spec in specializations(dims)
+        if spec.kernel == "mxfp4.linear"
+    ]
+
+
+def linear_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs:
+    """y [1, k * I] = x [1, H_moe] @ W^T: the experts_per_token gate projections of one decode token as one matrix.
+
+    tiny: 3 rows of x, 70 output rows, K = 256, fp32 x.
+    """
+    import triton
+
+    if tiny:
+        m, n, k, dtype = 3, 70, 256, torch.float32
+    else:
+        m, n, k = 1, dims.experts_per_token * dims.moe_intermediate_size, dims.moe_hidden_size
+        dtype = TORCH_DTYPES[dims.dtype]
+    x = Inputs(device)
+    packed = x.randint(0, 256, n, k // 2, dtype=torch.uint8)
+    scale = x.randint(118, 130, n, k // GROUP_SIZE, dtype=torch.uint8)
+    act = x.randn(m, k, dtype=dtype)
+    out = x.nans(m, n, dtype=dtype)
+    args = (act, packed, scale, out, m, n, k // 2, act.stride(0), packed.stride(0), scale.stride(0), out.stride(0))
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_N"]), triton.cdiv(m, meta["BLOCK_M"]))
+    return grid, args, {"DOT_FP32": True} if tiny else {}

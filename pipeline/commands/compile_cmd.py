@@ -1,4 +1,5 @@
-"""`integrate compile SPEC --arch sm_90 [--arch sm_100] [-o DIR] [--json]`: AOT cubins and the resource table."""
+"""`integrate compile SPEC --arch sm_90 [--arch sm_100] [-o DIR] [--json] [--autotune]`: AOT cubins, the resource
+table, and with --autotune on a GPU the fastest correct config of each tunable kernel for that GPU's arch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from dayone.commands.output import console, emit_json, write_atomic
 from dayone.errors import InputError
 from dayone.spec.registry import load_spec
 from rich.progress import Progress
+
+NO_GPU = "--autotune needs a CUDA GPU; compile without it here"
 
 
 @click.command("compile")
@@ -38,26 +41,34 @@ from rich.progress import Progress
     show_default=True,
     help="Fail a kernel whose register spills exceed this.",
 )
+@click.option(
+    "--autotune",
+    is_flag=True,
+    help="On a CUDA GPU: time each tunable kernel's candidate configs there, compile the winners for its arch.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the resource table as JSON.")
 def compile_cmd(
-    spec_arg: str, archs: tuple[str, ...], output: Path | None, max_spill_bytes: int, as_json: bool
+    spec_arg: str, archs: tuple[str, ...], output: Path | None, max_spill_bytes: int, autotune: bool, as_json: bool
 ) -> None:
     """Compile every kernel specialisation SPEC needs, for each arch, without a GPU."""
     # The interpreter swaps @triton.jit for interpreted functions at import: nothing would be left to compile.
     os.environ.pop("TRITON_INTERPRET", None)
-    from dayone.compile_stage import specializations_for
+    from dayone.compile_stage import build_plan, specializations_for
     from dayone.kernels.aot import AotError, compile_specializations, format_table
 
+    tuned_arch = _autotune_arch(archs) if autotune else None
     spec = load_spec(spec_arg)
     out = output or Path("build") / "kernels" / spec.name
     specs = specializations_for(spec)
-    table = []
     start = time.perf_counter()
     try:
+        tuned = _autotune(spec, tuned_arch, out / "cubin", max_spill_bytes, as_json) if tuned_arch else []
+        table = []
         with Progress(console=console, transient=True, disable=as_json) as progress:
             task = progress.add_task(f"compiling {len(specs)} kernels x {len(archs)} archs", total=len(specs))
-            for one in specs:
-                table.extend(compile_specializations([one], tuple(archs), out / "cubin", max_spill_bytes))
+            for builds in build_plan(specs, archs, tuned):
+                for one, arch in builds:
+                    table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
                 progress.advance(task)
     except AotError as err:
         raise InputError(f"{spec.name}: {err}") from None
@@ -69,13 +80,52 @@ def compile_cmd(
         "seconds": round(time.perf_counter() - start, 3),
         "kernels": [row.as_dict() for row in table],
     }
+    if tuned_arch:
+        import torch
+
+        report["autotune"] = {
+            "arch": tuned_arch,
+            "device": torch.cuda.get_device_name(),
+            "kernels": [t.as_dict() for t in tuned],
+        }
     write_atomic(out / "resources.json", json.dumps(report, indent=1) + "\n")
     if as_json:
         emit_json(report)
     else:
         click.echo(format_table(table))
+        if tuned_arch:
+            from dayone.kernels.autotune import format_tuned
+
+            click.echo(format_tuned(tuned))
         hits = sum(row.cached for row in table)
         console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {out}")
+
+
+def _autotune_arch(archs: tuple[str, ...]) -> str:
+    """This machine's GPU arch, which must be one of the targets; bad input otherwise."""
+    from dayone.kernels.aot import SHARED_LIMIT
+    from dayone.kernels.autotune import gpu_arch
+
+    arch = gpu_arch()
+    if arch is None:
+        raise InputError(NO_GPU)
+    if arch not in SHARED_LIMIT:
+        raise InputError(f"--autotune: this GPU is {arch}; kernels compile for {', '.join(sorted(SHARED_LIMIT))} only")
+    if arch not in archs:
+        raise InputError(f"--autotune tunes for this GPU's {arch}, which is not among --arch {' '.join(archs)}")
+    return arch
+
+
+def _autotune(spec, arch: str, cache: Path, max_spill_bytes: int, quiet: bool) -> list:
+    from dayone.compile_stage import candidates_for
+    from dayone.kernels.autotune import autotune
+
+    candidates = candidates_for(spec)
+    with Progress(console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task(f"autotuning {len(candidates)} kernels on {arch}", total=len(candidates))
+        return autotune(
+            candidates, arch, cache, max_spill_bytes=max_spill_bytes, progress=lambda _: progress.advance(task)
+        )
 
 
 COMMAND = compile_cmd

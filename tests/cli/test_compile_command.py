@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_runner import integrate
+import torch
+from cli_runner import assert_bad_input, integrate
 from dayone.compile_stage import KERNEL_PACKAGES
 
 SPEC_FILE = Path(__file__).resolve().parents[2] / "spec" / "models" / "kimi-k3.yaml"
@@ -66,3 +67,11 @@ def test_kimi_linear_needs_no_k3_only_kernels(tmp_path):
     by_gate = gate_kernels(kernels)
     assert by_gate["safe"] == set()
     assert by_gate["plain"] == {"kda.chunk_prepare.plain", "kda.decode.plain", "kda.decode.plain.verify"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine --autotune runs")
+def test_autotune_without_a_gpu_is_one_line_and_builds_nothing(tmp_path):
+    result = integrate("compile", "kimi-k3", "--arch", "sm_90", "--autotune", "-o", tmp_path / "out")
+    line = assert_bad_input(result, "--autotune needs a CUDA GPU; compile without it here")
+    assert line.startswith("error: ")
+    assert not (tmp_path / "out").exists()
