@@ -160,6 +160,8 @@ def main() -> None:
             "convert_vs_pycopy": round(rate["convert"] / rate["pycopy"], 3),
             # If writing were the only cost and ran at cp's speed, convert could reach cp * input / output bytes.
             "write_bound_vs_cp": round(input_bytes / output_bytes, 3),
+            # Bytes moved (read + written) per second against cp's (it reads and writes each byte once).
+            "moved_vs_cp": round((input_bytes + output_bytes) / best["convert"] / (2 * input_bytes / best["cp"]), 3),
         }
     finally:
         if not args.keep:
@@ -179,6 +181,7 @@ def main() -> None:
           f"convert / pycopy = {figures['convert_vs_pycopy']:.1%}")  # fmt: skip
     print(f"(writing {output_bytes / input_bytes:.2f}x the input at cp's speed alone would cap convert at "
           f"{figures['write_bound_vs_cp']:.1%} of cp)")  # fmt: skip
+    print(f"bytes moved (read + written) per second: {figures['moved_vs_cp']:.1%} of cp's")
 
 
 if __name__ == "__main__":

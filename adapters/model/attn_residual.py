@@ -4,6 +4,8 @@ State per token: a bank of snapshots [n, D] and the running prefix [D]. Aggregat
     rows R = [bank_0 .. bank_{n-1}, prefix];  x_i = R_i * rsqrt(mean(R_i^2) + eps)  (no weight)
     s_i = <x_i, norm_w * proj_w[0]>;  mixed = sum_i softmax(s)_i R_i
 norm_w * proj_w[0] is a derived vector, recomputed from the current weights by `refresh_derived`.
+The sublayer then reads RMSNorm(mixed; side norm). The reference tier spells both out; the fast tier calls
+`dayone.kernels.attn_residual.attn_res_aggregate`, which fuses the side's norm.
 Everything is per token, so nothing of it is cached between decode steps.
 """
 
@@ -12,8 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from dayone.adapters.model.capture import Capture, record, wants
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
+from dayone.adapters.model.norms import rms_norm
+from dayone.kernels.attn_residual import combined_score_weight
 
 
 @dataclass
@@ -43,7 +48,26 @@ class ResidualMix(SpecModule):
         self.add_derived("combined")
 
     def compute_derived(self) -> None:
-        self.combined = self.norm.float() * self.proj[0].float()
+        self.combined = combined_score_weight(self.norm, self.proj)
 
     def forward(self, stream: Stream) -> torch.Tensor:
         return aggregate(stream.bank, stream.prefix, self.combined, self.eps).to(stream.prefix.dtype)
+
+    def then_norm(self, stream: Stream, norm_weight: torch.Tensor, name: str, capture: Capture | None = None):
+        """RMSNorm(the mix; norm_weight) [N, D] in the stream's dtype: the sublayer's input. Records the mix as `name`."""
+        if self.tier.is_reference:
+            mixed = self(stream)
+            record(capture, name, mixed)
+            return rms_norm(mixed, norm_weight, self.eps)
+        from dayone.kernels.attn_residual import attn_res_aggregate
+
+        prefix = stream.prefix
+        bank = torch.stack(stream.bank, dim=1) if stream.bank else None  # [N, n, D]
+        out = attn_res_aggregate(
+            bank, prefix, self.combined, norm_weight, self.eps, return_mixed=wants(capture, name),
+            backend=self.tier.backend("attn_res_aggregate", prefix),
+        )  # fmt: skip
+        if isinstance(out, tuple):
+            out, mixed = out
+            record(capture, name, mixed.to(prefix.dtype))
+        return out

@@ -8,8 +8,9 @@ Per token (x = the layer's normalized input), H heads of K = V = head_dim:
     beta    = sigmoid(b_proj(x))                               [H]
     S <- diag(exp(decay)) S;  S <- S + beta k (v - S^T k)^T;  o = S^T q
     out     = o_proj(RMSNorm_head(o; o_norm) * sigmoid(output gate(x)))
-The reference tier runs the recurrence token by token in fp32; the fast tier calls `dayone.kernels.kda`
-(chunked for prefill, the recurrent pool kernel for one-token decode).
+The reference tier runs the conv and the recurrence token by token in fp32; the fast tier calls the kernel
+functions: `short_conv` (packed prefill) / `short_conv_update` (decode), `chunk_kda` / `kda_decode`, and
+`gated_rmsnorm`, with the backend its tier's `kernels` switch picks.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class KDA(SpecModule):
     def new_state(self, batch_size: int, device=None) -> KDAState:
         HK = self.H * self.K
         return KDAState(
-            conv=torch.zeros(batch_size, self.W - 1, 3 * HK, dtype=self.tier.dtype, device=device),
+            conv=torch.zeros(batch_size, 3 * HK, self.W - 1, dtype=self.tier.dtype, device=device),
             recurrent=torch.zeros(batch_size, self.H, self.K, self.K, dtype=torch.float32, device=device),
         )
 
@@ -96,12 +97,15 @@ class KDA(SpecModule):
         H, K = self.H, self.K
         qkv = torch.cat([F.linear(x, self.q_proj), F.linear(x, self.k_proj), F.linear(x, self.v_proj)], dim=-1)
         conv_w = torch.cat([self.q_conv, self.k_conv, self.v_conv])[:, 0]  # [3HK, W]
-        mixed = torch.empty_like(qkv)
-        for b, s, e in batch.spans():
-            window = state.conv[b] if state is not None else None
-            mixed[s:e] = causal_depthwise_conv(qkv[s:e], conv_w, window)
-            if state is not None:
-                state.conv[b] = next_window(qkv[s:e], window, self.W)
+        if self.tier.is_reference:
+            mixed = torch.empty_like(qkv)
+            for b, s, e in batch.spans():
+                window = state.conv[b].T if state is not None else None
+                mixed[s:e] = causal_depthwise_conv(qkv[s:e], conv_w, window)
+                if state is not None:
+                    state.conv[b] = next_window(qkv[s:e], window, self.W).T
+        else:
+            mixed = self._fast_conv(qkv, conv_w, batch, state)
         q, k, v = (t.reshape(N, H, K) for t in mixed.split(H * K, dim=-1))
         g = F.linear(F.linear(x, self.f_a_proj), self.f_b_proj).view(N, H, K)
         beta_logits = F.linear(x, self.b_proj)  # [N, H]
@@ -113,8 +117,35 @@ class KDA(SpecModule):
             gate = F.linear(F.linear(x, self.g_a_proj), self.g_b_proj)
         else:
             gate = F.linear(x, self.g_proj)
-        o = gated_rms_norm(o.to(x.dtype), self.o_norm, gate.view(N, H, K), self.eps)
+        if self.tier.is_reference:
+            o = gated_rms_norm(o.to(x.dtype), self.o_norm, gate.view(N, H, K), self.eps)
+        else:
+            from dayone.kernels.gated_rmsnorm import gated_rmsnorm
+
+            backend = self.tier.backend("gated_rmsnorm", x)
+            o = gated_rmsnorm(o.to(x.dtype), gate.view(N, H, K), self.o_norm, self.eps, backend=backend)
         return F.linear(o.reshape(N, H * K), self.o_proj)
+
+    def _fast_conv(self, qkv, conv_w, batch, state):
+        """qkv [N, 3HK] packed -> SiLU(conv) [N, 3HK]; the cache's windows [B, 3HK, W-1] read and advanced."""
+        from dayone.kernels.short_conv import short_conv, short_conv_update
+
+        spans = list(batch.spans())
+        if not spans:
+            return qkv.new_zeros(qkv.shape)
+        if state is not None and all(n == 1 for n in batch.seqlens):
+            slots = torch.arange(len(batch.seqlens), dtype=torch.int32, device=qkv.device)
+            backend = self.tier.backend("short_conv_update", qkv)
+            return short_conv_update(qkv, conv_w, state.conv, slots, backend=backend)
+        rows = [b for b, _, _ in spans]
+        cu = torch.tensor([0] + [e for _, _, e in spans], dtype=torch.int32, device=qkv.device)
+        y, final = short_conv(
+            qkv[None], conv_w, cu_seqlens=cu, initial_state=state.conv[rows] if state is not None else None,
+            output_final_state=state is not None, backend=self.tier.backend("short_conv", qkv),
+        )  # fmt: skip
+        if state is not None:
+            state.conv[rows] = final
+        return y[0]
 
     def _reference(self, q, k, v, g, beta_logits, batch, state):
         qn, kn = l2norm(q) * self.K**-0.5, l2norm(k)
@@ -140,7 +171,7 @@ class KDA(SpecModule):
             slots = torch.arange(len(batch.seqlens), dtype=torch.int32, device=q.device)
             o = kda_decode(
                 q[:, None], k[:, None], v[:, None], g[:, None], beta_logits[:, None], state.recurrent, slots,
-                self.A_log, self.dt_bias, **gate_args,
+                self.A_log, self.dt_bias, **gate_args, backend=self.tier.backend("kda_decode", q),
             )  # fmt: skip
             return o[:, 0]
         rows = [b for b, _, _ in spans]
@@ -149,6 +180,7 @@ class KDA(SpecModule):
         o, final = chunk_kda(
             q[None], k[None], v[None], g[None], beta_logits[None], self.A_log, self.dt_bias, **gate_args,
             initial_state=h0, output_final_state=state is not None, cu_seqlens=cu,
+            backend=self.tier.backend("chunk_kda", q),
         )  # fmt: skip
         if state is not None:
             state.recurrent[rows] = final

@@ -45,25 +45,21 @@ class DecoderLayer(SpecModule):
     def forward(self, stream: Stream, batch: Batch, state=None, capture: Capture | None = None) -> Stream:
         p = f"layers.{self.index}."
         if self.attention_residuals:
-            src = self.attn_res(stream)
-            record(capture, p + "attn_res", src)
+            h = self.attn_res.then_norm(stream, self.input_layernorm, p + "attn_res", capture)
         else:
-            src = stream.prefix
-        h = rms_norm(src, self.input_layernorm, self.eps)
+            h = rms_norm(stream.prefix, self.input_layernorm, self.eps)
         record(capture, p + "attn_in", h)
         a = self.self_attn(h, batch, state, capture)
         record(capture, p + "attn_out", a)
         if not self.attention_residuals:
             stream = Stream(stream.prefix + a)
-            src = stream.prefix
+            h = rms_norm(stream.prefix, self.post_attention_layernorm, self.eps)
         else:
             if self.snapshot:
                 stream = Stream(a, [*stream.bank, stream.prefix])
             else:
                 stream = Stream(stream.prefix + a, stream.bank)
-            src = self.mlp_res(stream)
-            record(capture, p + "mlp_res", src)
-        h = rms_norm(src, self.post_attention_layernorm, self.eps)
+            h = self.mlp_res.then_norm(stream, self.post_attention_layernorm, p + "mlp_res", capture)
         record(capture, p + "mlp_in", h)
         m = self.ffn(h, capture) if isinstance(self.ffn, MoE) else self.ffn(h)
         record(capture, p + "mlp_out", m)

@@ -5,7 +5,8 @@ c, k_rope = split(kv_a_proj_with_mqa(x), [kv_lora, rope]); c = kv_a_layernorm(c)
 k_nope, v = split(kv_b(c), [nope, v]) per head; k = [k_nope | k_rope shared by all heads];
 causal softmax attention with scale (nope + rope)^-0.5; out = o_proj(attn [* sigmoid(g_proj(x))]).
 The cache keeps c | k_rope per token. The reference tier up-projects every cached latent; the fast tier absorbs
-kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load).
+kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load), and its decode step
+(one token per request) calls `dayone.kernels.mla_decode` over the cache laid out as one page per request.
 """
 
 from __future__ import annotations
@@ -69,13 +70,16 @@ class MLA(SpecModule):
         c, k_rope = F.linear(x, self.kv_a_proj_with_mqa).split([self.C, self.R], dim=-1)
         latents = torch.cat([rms_norm(c, self.kv_a_layernorm, self.eps), k_rope], dim=-1)  # [N, C + R]
         out = x.new_zeros(N, self.H, self.vdim)
-        for b, s, e in batch.spans():
+        decode = not self.tier.is_reference and state is not None and N > 0 and all(n == 1 for n in batch.seqlens)
+        for b, s, e in [] if decode else batch.spans():
             past = state.latents[b] if state is not None else latents[:0]
             keys = torch.cat([past, latents[s:e]])
             if state is not None:
                 state.latents[b] = keys
             attend = self._reference if self.tier.is_reference else self._absorbed
             out[s:e] = attend(q[s:e], keys, past.shape[0])
+        if decode:
+            out = self._decode(q, latents, state)
         out = out.reshape(N, self.H * self.vdim)
         if self.output_gate:
             out = (out.float() * torch.sigmoid(F.linear(x, self.g_proj).float())).to(x.dtype)
@@ -106,3 +110,26 @@ class MLA(SpecModule):
         scores = scores.masked_fill(~self._mask(q.shape[0], keys.shape[0], past, q.device), float("-inf"))
         out_lat = scores.softmax(-1).to(q.dtype) @ c  # [H, n, C]
         return torch.einsum("hnc,hvc->nhv", out_lat, self.w_vc)
+
+    def _decode(self, q: torch.Tensor, latents: torch.Tensor, state: MLAState) -> torch.Tensor:
+        """One new token per request: q [B, H, nope + rope], latents [B, C + R] -> [B, H, v]; extends the cache.
+
+        The kernel reads a paged cache; here each request's latents are one page of the longest request's length
+        (a copy per step, as the per-request concatenation already is), page_table[b] = [b]."""
+        from dayone.kernels.mla_decode import mla_decode
+
+        B = q.shape[0]
+        for b in range(B):
+            state.latents[b] = torch.cat([state.latents[b], latents[b : b + 1]])
+        lens = [t.shape[0] for t in state.latents]
+        pages = latents.new_zeros(B, max(lens), self.C + self.R)
+        for b, t in enumerate(state.latents):
+            pages[b, : lens[b]] = t
+        table = torch.arange(B, dtype=torch.int32, device=q.device)[:, None]
+        seq_lens = torch.tensor(lens, dtype=torch.int32, device=q.device)
+        q_nope, q_rope = q.split([self.nope, self.R], dim=-1)
+        q_abs = torch.cat([torch.einsum("nhd,hdc->nhc", q_nope, self.w_kc), q_rope], dim=-1)  # [B, H, C + R]
+        out_lat = mla_decode(
+            q_abs, pages, table, seq_lens, self.C, self.scale, backend=self.tier.backend("mla_decode", q)
+        )  # [B, H, C]
+        return torch.einsum("nhc,hvc->nhv", out_lat, self.w_vc)

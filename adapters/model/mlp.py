@@ -19,7 +19,7 @@ def gated_activation(gate: torch.Tensor, up: torch.Tensor, act: Activation, tier
         from dayone.kernels.situ import act_and_mul
 
         betas = {"beta": act.beta, "linear_beta": act.linear_beta} if act.kind == "situ" else {}
-        return act_and_mul(gate, up, activation=act.kind, **betas)
+        return act_and_mul(gate, up, activation=act.kind, **betas, backend=tier.backend("act_and_mul", gate))
     g, u = gate.float(), up.float()
     if act.kind == "silu":
         out = F.silu(g) * u

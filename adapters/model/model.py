@@ -53,11 +53,10 @@ class Head(SpecModule):
             self.add_weight("lm_head", (spec.vocab_size, D), "lm_head", device)
 
     def forward(self, stream: Stream, embed: torch.Tensor, capture: Capture | None = None) -> torch.Tensor:
-        src = stream.prefix
         if self.output_res is not None:
-            src = self.output_res(stream)
-            record(capture, "output_res", src)
-        h = rms_norm(src, self.norm, self.eps)
+            h = self.output_res.then_norm(stream, self.norm, "output_res", capture)
+        else:
+            h = rms_norm(stream.prefix, self.norm, self.eps)
         record(capture, "final_norm", h)
         logits = F.linear(h, embed if self.tied else self.lm_head).float()
         record(capture, "logits", logits)
@@ -66,12 +65,17 @@ class Head(SpecModule):
 
 class SpecModel(SpecModule):
     """The model of `spec` in `tier` ("reference": fp32, clear formulas; "fast": bf16, chunked KDA, batched experts).
-    device="meta" builds it without memory (for streaming: layers materialise when loaded)."""
+    device="meta" builds it without memory (for streaming: layers materialise when loaded).
+    kernels: the fast tier's backend switch, "auto" (default), "triton" or "torch" (see config.py)."""
 
     def __init__(
-        self, spec: ModelSpec, tier: str | Tier = "reference", device: torch.device | str | None = None
+        self,
+        spec: ModelSpec,
+        tier: str | Tier = "reference",
+        device: torch.device | str | None = None,
+        kernels: str | None = None,
     ) -> None:
-        tier = get_tier(tier)
+        tier = get_tier(tier, kernels)
         super().__init__(tier)
         self.spec = spec
         self.embed_tokens = Embedding(spec, tier, device)
@@ -81,6 +85,11 @@ class SpecModel(SpecModule):
     @property
     def device(self) -> torch.device:
         return self.embed_tokens.weight.device
+
+    def backends(self) -> dict[str, str]:
+        """Kernel function -> the implementation that ran it ("triton" | "torch"), over every call so far; empty for
+        the reference tier (plain torch, no kernel functions)."""
+        return dict(sorted(self.tier.ran.items()))
 
     # ----- inference state
     def new_cache(self, batch_size: int) -> ModelCache:

@@ -6,7 +6,9 @@ renormalising, times scaling_factor.
 Plain MoE: y = sum_j w_j expert_j(x) + shared(x).
 Latent MoE: h = latent_down(x); y = latent_up(RMSNorm(sum_j w_j expert_j(h))) + shared(x), the sum in fp32.
 Reference tier: every (token, expert) pair on its own. Fast tier: tokens sorted by expert, one matmul per active
-expert, then `dayone.kernels.moe_combine` (fp32 weighted sum and latent norm).
+expert, then `dayone.kernels.moe_combine` (fp32 weighted sum and latent norm). MXFP4 experts in the fast tier: an
+expert that sees at most MXFP4_LINEAR_ROWS tokens (decode-shaped) multiplies the packed bytes directly
+(`mxfp4_linear`); a busier one is dequantized once (`dequantize_mxfp4`) and runs a plain matmul.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dayone.adapters.model.mlp import MLP, gated_activation
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
 from dayone.spec.schema import ModelSpec, RouterSpec
+
+MXFP4_LINEAR_ROWS = 16  # the mxfp4_linear kernel's row tile (tl.dot's smallest): one tile covers the decode case
 
 
 class Router(SpecModule):
@@ -85,10 +89,24 @@ class Experts(SpecModule):
             return self.gate[e], self.up[e], self.down[e]
         from dayone.kernels.mxfp4 import dequantize_mxfp4
 
+        backend = None if self.tier.is_reference else self.tier.backend("dequantize_mxfp4", self.gate_packed)
         return tuple(  # type: ignore[return-value]
-            dequantize_mxfp4(getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], self.tier.dtype)
+            dequantize_mxfp4(
+                getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], self.tier.dtype, backend=backend
+            )
             for p in self.PROJECTIONS
         )
+
+    def one_packed(self, e: int, h: torch.Tensor) -> torch.Tensor:
+        """Expert e on h [n, W] -> [n, W], its MXFP4 weights read in place (`mxfp4_linear`, fast tier)."""
+        from dayone.kernels.mxfp4 import mxfp4_linear
+
+        backend = self.tier.backend("mxfp4_linear", h)
+
+        def linear(x: torch.Tensor, p: str) -> torch.Tensor:
+            return mxfp4_linear(x, getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], backend=backend)
+
+        return linear(gated_activation(linear(h, "gate"), linear(h, "up"), self.act, self.tier), "down")
 
     def one(self, weights: tuple[torch.Tensor, ...], h: torch.Tensor) -> torch.Tensor:
         """One expert (its `weights`) on h [n, W] -> [n, W]."""
@@ -116,7 +134,11 @@ class Experts(SpecModule):
         for e, count in enumerate(counts):
             if count:
                 slots = order[start : start + count]
-                out_flat[slots] = self.one(self.weights(e), h[slots // k])
+                rows = h[slots // k]
+                if self.quantized and count <= MXFP4_LINEAR_ROWS:
+                    out_flat[slots] = self.one_packed(e, rows)
+                else:
+                    out_flat[slots] = self.one(self.weights(e), rows)
                 start += count
         return out
 
@@ -164,7 +186,7 @@ class MoE(SpecModule):
 
             if wants(capture, p + "latent_combined"):
                 record(capture, p + "latent_combined", (weights[..., None] * expert_out.float()).sum(1))
-            routed = moe_combine(expert_out, weights, norm_w, self.eps)
+            routed = moe_combine(expert_out, weights, norm_w, self.eps, backend=self.tier.backend("moe_combine", x))
         if self.latent:
             record(capture, p + "latent_normed", routed)
             routed = F.linear(routed, self.routed_expert_up_proj)

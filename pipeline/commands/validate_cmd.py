@@ -26,6 +26,8 @@ from dayone.commands.output import emit_json
 @click.option("--reload-check/--no-reload-check", default=True, show_default=True,
               help="Reload every part after overwriting it with noise; outputs must be bitwise identical.")  # fmt: skip
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda.")
+@click.option("--kernels", default="auto", show_default=True,
+              help="Fast-tier kernels: auto (Triton on a GPU, torch counterparts on a CPU) | triton | torch.")  # fmt: skip
 @click.option("--print-json", is_flag=True, help="Print the report as JSON instead of tables.")
 def validate(
     checkpoint: str,
@@ -37,6 +39,7 @@ def validate(
     routing: str,
     reload_check: bool,
     device: str,
+    kernels: str,
     print_json: bool,
 ) -> None:
     """Validate CHECKPOINT's numbers: CANDIDATE tier vs REFERENCE on fixed token sequences (teacher forcing)."""
@@ -45,7 +48,7 @@ def validate(
     from dayone.validate import validate as run
     from dayone.validate.report import print_report
 
-    options = Options(reference, tokens, candidate, routing, reload_check, device, spec_arg)
+    options = Options(reference, tokens, candidate, routing, reload_check, device, spec_arg, kernels)
     report = run(checkpoint, options)
     if "details" in report:  # rank 0 (or the only rank)
         if json_file is not None:

@@ -8,8 +8,6 @@ from dayone.dashboard.reports import Report, now
 from dayone.numerics import TOLERANCES
 from rich.table import Table
 
-FAST_KERNELS = ("kda", "short_conv", "moe_combine", "situ", "mxfp4_dequant")
-
 
 def broken(row: dict) -> list[str]:
     """The metrics of a numerics row that are outside its tolerance row."""
@@ -39,12 +37,11 @@ def _failure(check: dict) -> dict:
     return {"layer": check["part"], "capture": "reload", "metric": "bitwise", "values": {}, "tolerance": "exact"}
 
 
-def backend(candidate: str, device: str) -> dict:
-    """Which implementation ran each fast-tier op: Triton on a GPU, the torch counterparts on a CPU."""
-    if candidate == "reference":
+def backend(device: str, ran: dict[str, str]) -> dict:
+    """Which implementation ran each fast-tier op (as the model recorded it): Triton kernels or torch counterparts."""
+    if not ran:
         return {"device": device, "kernels": "none: the reference tier is plain torch"}
-    impl = "triton" if device.startswith("cuda") else "torch"
-    return {"device": device, "kernels": dict.fromkeys(FAST_KERNELS, impl)}
+    return {"device": device, "kernels": dict(sorted(ran.items()))}
 
 
 def build_report(spec, source, results: list, meta: dict) -> dict:
@@ -67,7 +64,7 @@ def build_report(spec, source, results: list, meta: dict) -> dict:
     details = {
         "checkpoint": source.where,
         **meta,
-        "backend": backend(meta["candidate"], meta["device"]),
+        "backend": backend(meta["device"], {op: b for r in results for op, b in r.backends.items()}),
         "tolerance": {"rel_rms": TOLERANCES[rows.activations].rel_rms, "rows": rows.bounds()},
         "first_failure": first,
         # layer-local: each candidate part read the reference's input state (judged; what the dashboard draws)

@@ -47,6 +47,7 @@ class Options:
     reload_check: bool = True
     device: str = "auto"  # auto | cpu | cuda
     spec_arg: str | None = None
+    kernels: str = "auto"  # the fast tier's kernels: auto (Triton on a GPU, torch on a CPU) | triton | torch
 
 
 @dataclass
@@ -56,6 +57,7 @@ class RankResult:
     checks: list[dict] = field(default_factory=list)
     logprobs: dict | None = None
     seconds: dict[str, float] = field(default_factory=lambda: {"reference": 0.0, "candidate": 0.0})
+    backends: dict[str, str] = field(default_factory=dict)  # op -> "triton" | "torch", for the layers this rank ran
 
 
 def validate(checkpoint: str, options: Options) -> dict:
@@ -90,9 +92,10 @@ def validate(checkpoint: str, options: Options) -> dict:
             reference = GoldenReference(golden)
         class_name, rows = rows_for(options.candidate, reference.precision, reference.independent)
         candidate = StreamedModel(
-            spec, options.candidate, ShardReader(source.checkpoint), source.manifest, ranks.device
+            spec, options.candidate, ShardReader(source.checkpoint), source.manifest, ranks.device, options.kernels
         )
         result = _run(spec, ids, reference, candidate, rows, options, ranks)
+        result.backends = candidate.model.backends()
         results = distributed.gather(result, ranks)
         report = None
         if ranks.first:

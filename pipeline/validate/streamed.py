@@ -46,10 +46,12 @@ class StreamedModel:
 
     The model's state between parts is `self.stream` (the packed residual state)."""
 
-    def __init__(self, spec: ModelSpec, tier: str, reader: ShardReader, manifest, device: torch.device) -> None:
+    def __init__(
+        self, spec: ModelSpec, tier: str, reader: ShardReader, manifest, device: torch.device, kernels: str = "auto"
+    ) -> None:
         self.spec, self.tier, self.reader, self.device = spec, tier, reader, device
         return_freed_memory_promptly()
-        self.model = SpecModel(spec, tier, device="meta")
+        self.model = SpecModel(spec, tier, device="meta", kernels=kernels)
         self.loader = WeightLoader(spec, reader, manifest, device=device)
         self.stream: Stream | None = None
         self.batch: Batch | None = None

@@ -144,6 +144,12 @@ def tiny_k3_spec(num_layers: int = 93) -> ModelSpec:
     return ModelSpec.model_validate(data)
 
 
+def kernels_k3_spec() -> ModelSpec:
+    """tiny_k3_spec(5) with attention-residual blocks of 2 layers (snapshots at 0, 2, 4: the bank grows twice
+    inside the stack) for the kernel-backend tests; widths stay >= 16 where tl.dot needs them."""
+    return with_updates(tiny_k3_spec(5), {"residual": {"block_size": 2}})
+
+
 def random_checkpoint(spec: ModelSpec, seed: int = 0) -> dict[str, torch.Tensor]:
     """Well-scaled random tensors for every manifest entry, in the manifest's dtypes; experts MXFP4 when quantized."""
     gen = torch.Generator().manual_seed(seed)
