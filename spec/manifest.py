@@ -159,6 +159,46 @@ class Manifest:
         return table
 
 
+class ExpectedTable:
+    """name -> (shape as a list, dtype), like Manifest.expected(), without expanding the expert groups: an expert
+    name is parsed (<group prefix><e>.<suffix>) and looked up in its group. Coverage of a K3 release asks ~500k
+    names; building the full table first would cost more than answering them."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.plain: dict[str, tuple[list[int], str]] = {}
+        self.groups: dict[str, tuple[int, dict[str, tuple[list[int], str]]]] = {}
+        self.count = 0
+        for item in manifest.items:
+            if isinstance(item, ExpertGroup):
+                parts = {p.suffix: (list(p.shape), p.dtype) for p in item.parts}
+                self.groups[item.prefix] = (item.num_experts, parts)
+                self.count += item.num_experts * len(parts)
+            else:
+                self.plain[item.name] = (list(item.shape), item.dtype)
+                self.count += 1
+
+    def get(self, name: str) -> tuple[list[int], str] | None:
+        hit = self.plain.get(name)
+        if hit is not None:
+            return hit
+        head, sep, tail = name.rpartition(".experts.")
+        group = self.groups.get(head + sep) if sep else None
+        if group is None:
+            return None
+        index, _, suffix = tail.partition(".")
+        # "07" is not expert 7: only the canonical spelling is a manifest name.
+        if not index.isdigit() or (len(index) > 1 and index[0] == "0") or int(index) >= group[0]:
+            return None
+        return group[1].get(suffix)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def keys(self):
+        return self.manifest.expected().keys()
+
+
 def build_manifest(spec: ModelSpec) -> Manifest:
     """Every tensor of a checkpoint of `spec`, in checkpoint order (globals, layers in order, passthrough)."""
     out: list[Tensor | ExpertGroup] = []

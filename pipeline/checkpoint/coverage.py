@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused, read_header
-from dayone.spec.manifest import Manifest
+from dayone.spec.manifest import ExpectedTable, Manifest
 
-Expected = dict[str, tuple[list[int], str]]
+Expected = dict[str, tuple[list[int], str]] | ExpectedTable
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def compare_entries(file: str, entries: dict, bytes_by_dtype: dict[str, int], ex
 
 def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
     """Coverage from the checkpoint's (already read) headers, in this process."""
-    expected = manifest.expected()
+    expected = ExpectedTable(manifest)
     if checkpoint.pickle_files:
         entries = {n: {"dtype": i.dtype, "shape": list(i.shape)} for n, i in checkpoint.pickle_tensors.items()}
         shards = [compare_entries("pickle", entries, {}, expected)]
@@ -99,7 +99,7 @@ def scan_coverage(
     if checkpoint.pickle_files:
         coverage = check_coverage(manifest, checkpoint)
         return coverage, []
-    expected = manifest.expected()
+    expected = ExpectedTable(manifest)
     workers = max(1, min(workers or os.cpu_count() or 1, len(checkpoint.files)))
     paths = [str(checkpoint.root / f) for f in checkpoint.files]
     groups = [paths[i::workers] for i in range(workers)]

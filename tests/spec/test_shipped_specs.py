@@ -67,3 +67,17 @@ def test_parameter_counts():
 def test_exported_json_schema_is_current():
     on_disk = json.loads((Path(__file__).resolve().parents[2] / "spec" / "schema.json").read_text())
     assert on_disk == json_schema(), "regenerate with: integrate spec schema -o spec/schema.json"
+
+
+@pytest.mark.parametrize("name", ["kimi-k3", "kimi-linear-48b-a3b"])
+def test_expected_table_answers_like_the_expanded_manifest(name):
+    from dayone.spec.manifest import ExpectedTable
+
+    manifest = build_manifest(load_spec(name))
+    table, full = ExpectedTable(manifest), manifest.expected()
+    assert len(table) == len(full)
+    assert all(table.get(n) == v for n, v in full.items())
+    prefix = next(t.name for t in manifest.tensors if t.expert == 3).rsplit(".experts.", 1)[0]
+    for wrong in (f"{prefix}.experts.03.w1.weight", f"{prefix}.experts.999999.w1.weight", f"{prefix}.experts.x.w1",
+                  f"{prefix}.experts.3.w9.weight", "model.unknown.weight"):  # fmt: skip
+        assert table.get(wrong) is None
