@@ -100,3 +100,17 @@ def test_bad_input(tmp_path):
     assert result.code == 2 and "CHECKPOINT or --demo" in result.err
     result = integrate("run", tmp_path / "missing", "-o", tmp_path / "out")
     assert result.code == 2 and len(result.err.strip().splitlines()) == 1
+
+
+def test_demo_from_nothing(tmp_path):
+    """The README's main command: a tiny K3 synthesised in the release format, then every stage, all green."""
+    out = tmp_path / "demo"
+    result = integrate("run", "--demo", "-o", out, "--json")
+    assert result.code == 0, result.out[-2000:] + result.err[-2000:]
+    report = json.loads(result.out)
+    assert report["ok"] and report["spec"] == "kimi-k3-tiny"
+    assert [s["stage"] for s in report["stages"]][0] == "synth"
+    assert all(s["status"] == "pass" for s in report["stages"])
+    assert len(list((out / "stages" / "synth" / "kimi-k3-tiny").glob("model-*.safetensors"))) == 3
+    again = integrate("run", "--demo", "-o", out)
+    assert again.code == 0 and again.out.count("cached") == 8  # synth and the seven stages
