@@ -47,8 +47,11 @@ def main() -> None:
         skeleton = args.skeleton
         if skeleton is None:
             skeleton = Path(tmp) / "k3"
-            subprocess.run([sys.executable, "-m", "dayone", "synth", "kimi-k3", "--skeleton", "-o", str(skeleton)],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "dayone", "synth", "kimi-k3", "--skeleton", "-o", str(skeleton)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         inspect_cmd = [sys.executable, "-m", "dayone", "inspect", str(skeleton), "--spec", "kimi-k3", "--json"]
         floor_cmd = [sys.executable, "-c", FLOOR, str(skeleton)]
         floors, runs = [], []

@@ -173,6 +173,6 @@ def test_every_integrate_command_in_the_workflows_exists_and_is_tested():
         for word in words[2:]:
             if word.startswith("--"):
                 assert word in options, f"integrate {words[1]} {word}: no such option"
-        assert f'integrate("{words[1]}"' in tests or f"integrate(\n        \"{words[1]}\"" in tests, (
+        assert f'integrate("{words[1]}"' in tests or f'integrate(\n        "{words[1]}"' in tests, (
             f"integrate {words[1]} is called by a workflow but no test runs it"
         )

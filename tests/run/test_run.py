@@ -109,7 +109,7 @@ def test_demo_from_nothing(tmp_path):
     assert result.code == 0, result.out[-2000:] + result.err[-2000:]
     report = json.loads(result.out)
     assert report["ok"] and report["spec"] == "kimi-k3-tiny"
-    assert [s["stage"] for s in report["stages"]][0] == "synth"
+    assert report["stages"][0]["stage"] == "synth"
     assert all(s["status"] == "pass" for s in report["stages"])
     assert len(list((out / "stages" / "synth" / "kimi-k3-tiny").glob("model-*.safetensors"))) == 3
     again = integrate("run", "--demo", "-o", out)
