@@ -203,3 +203,20 @@ def describe(spec: ModelSpec) -> dict[str, str]:
             ", output gate" if m.output_gate else ""
         )
     return texts
+
+
+def engine_context(spec: ModelSpec, package: str, what: str, release: str, derived_kinds) -> dict:
+    """What the inference-engine templates (SGLang, vLLM) share: header, names, dims and the derived tensors."""
+    return {
+        "header": header(spec, what),
+        "spec": spec,
+        "package": package,
+        "release": release,
+        "arch": spec.hf.architecture,
+        "dims": dims(spec),
+        "residual": spec.residual.kind == "attention",
+        "quantized": spec.quantization is not None,
+        "lm_attr": lm_attribute(spec),
+        "derived_text": ", ".join(sorted(set(derived_kinds))) or "(none)",
+        **describe(spec),
+    }

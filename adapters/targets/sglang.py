@@ -22,20 +22,7 @@ def files(spec: ModelSpec) -> dict[str, str]:
     package = common.package_name(spec, TARGET)
     wm = build_weight_map(spec, "inference", mxfp4="packed")
     what = f"SGLang {RELEASE} external model package"
-    derived = sorted({d.kind for d in wm.DERIVED})
-    context = {
-        "header": common.header(spec, what),
-        "spec": spec,
-        "package": package,
-        "release": RELEASE,
-        "arch": spec.hf.architecture,
-        "dims": common.dims(spec),
-        "residual": spec.residual.kind == "attention",
-        "quantized": spec.quantization is not None,
-        "lm_attr": common.lm_attribute(spec),
-        "derived_text": ", ".join(derived) or "(none)",
-        **common.describe(spec),
-    }
+    context = common.engine_context(spec, package, what, RELEASE, (d.kind for d in wm.DERIVED))
     out = {
         f"{package}/__init__.py": common.render("sglang/init.py.j2", **context),
         f"{package}/model.py": common.render("sglang/model.py.j2", **context),

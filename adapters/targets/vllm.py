@@ -47,19 +47,9 @@ def files(spec: ModelSpec) -> dict[str, str]:
     package = common.package_name(spec, TARGET)
     wm = build_weight_map(spec, TARGET_LAYOUT[TARGET], mxfp4="packed")
     what = f"vLLM {RELEASE} plugin"
-    context = {
-        "header": common.header(spec, what),
-        "spec": spec,
-        "package": package,
-        "release": RELEASE,
-        "arch": spec.hf.architecture,
-        "dims": common.dims(spec),
-        "residual": spec.residual.kind == "attention",
-        "quantized": spec.quantization is not None,
-        "lm_attr": common.lm_attribute(spec),
+    context = common.engine_context(spec, package, what, RELEASE, (d.kind for d in wm.DERIVED))
+    context |= {
         "full_rank": spec.kda is not None and spec.kda.output_gate.kind == "full_rank",
-        "derived_text": ", ".join(sorted({d.kind for d in wm.DERIVED})) or "(none)",
-        **common.describe(spec),
     }
     plugins = {"vllm.general_plugins": {package: f"{package}:register"}}
     out = {
