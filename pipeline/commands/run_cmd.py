@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from dayone.commands.output import console, emit_json, write_atomic
 from dayone.errors import InputError
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
@@ -47,12 +47,20 @@ def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag
     out.mkdir(parents=True, exist_ok=True)
     created = _created(out)
     results = {}
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True, disable=as_json) as progress:  # fmt: skip
-        task = progress.add_task("starting", total=None)
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("starting", total=(1 if demo else 0) + 7 + (1 if publish_repo else 0))
 
         def started(name: str) -> None:
+            # The count says which stage of how many is running (it moves on as each one starts).
             progress.update(task, description=f"stage {name}")
+            progress.advance(task)
 
         if demo:
             results.update(run_stages([S.synth_stage(DEMO_SPEC, DEMO_SCALE, DEMO_SEED)], out, __version__, started))
