@@ -32,9 +32,25 @@ def staged_folder(out_dir: Path) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
+        swap_in(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def swap_in(new: Path, dest: Path) -> None:
+    """Put the complete folder `new` at `dest`. An existing dest is moved aside first and removed only once new is
+    in place, so dest is always either the whole old folder or the whole new one."""
+    new, dest = Path(new), Path(dest)
+    if not dest.exists():
+        new.rename(dest)
+        return
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    dest.rename(old)
+    try:
+        new.rename(dest)
+    except OSError:
+        old.rename(dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

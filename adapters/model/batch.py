@@ -15,10 +15,6 @@ class Batch:
     past: tuple[int, ...]
 
     @property
-    def num_tokens(self) -> int:
-        return sum(self.seqlens)
-
-    @property
     def starts(self) -> tuple[int, ...]:
         out, s = [], 0
         for n in self.seqlens:

@@ -6,6 +6,7 @@ import os
 
 import torch
 from dayone.kernels.attn_residual.reference import attn_res_aggregate_reference, combined_score_weight
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.specialization import KernelDims, Specialization
 
 __all__ = ["attn_res_aggregate", "combined_score_weight", "specializations"]
@@ -37,8 +38,7 @@ def attn_res_aggregate(
     Returns:
         out [T, D] in prefix's dtype (the sublayer's input), and with return_mixed also mixed [T, D] fp32.
     """
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"attn_res_aggregate: backend must be None, 'triton' or 'torch', got {backend!r}")
+    triton = use_triton(prefix, backend, "attn_res_aggregate")
     t, d = prefix.shape
     if bank is None:
         bank = prefix.new_empty(t, 0, d)
@@ -47,7 +47,7 @@ def attn_res_aggregate(
     if w_comb.shape != (d,) or norm_weight.shape != (d,):
         raise ValueError(f"attn_res_aggregate: w_comb {tuple(w_comb.shape)}, norm_weight {tuple(norm_weight.shape)}")
     score_eps = eps if score_eps is None else score_eps
-    if not (backend == "triton" or (backend is None and prefix.is_cuda)):
+    if not triton:
         out, mixed = attn_res_aggregate_reference(bank, prefix, w_comb, norm_weight, eps, score_eps)
         return (out, mixed) if return_mixed else out
     from dayone.kernels.attn_residual.kernel import launch

@@ -7,6 +7,7 @@ CPU tensors run torch unless backend="triton" (interpreter tests).
 from __future__ import annotations
 
 import torch
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.gated_rmsnorm.norm import BR, gated_rmsnorm_kernel, gated_rmsnorm_triton
 from dayone.kernels.gated_rmsnorm.torch_norm import gated_rmsnorm_torch
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -28,10 +29,8 @@ def gated_rmsnorm(
     if gate.shape != x.shape or weight.shape != x.shape[-1:]:
         raise ValueError(f"gate must match x {tuple(x.shape)} and weight be [{x.shape[-1]}]; "
                          f"got gate {tuple(gate.shape)}, weight {tuple(weight.shape)}")  # fmt: skip
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"backend must be None, 'triton' or 'torch', got {backend!r}")
-    use_triton = backend == "triton" or (backend is None and x.is_cuda)
-    return (gated_rmsnorm_triton if use_triton else gated_rmsnorm_torch)(x, gate, weight, eps)
+    triton = use_triton(x, backend, "gated_rmsnorm")
+    return (gated_rmsnorm_triton if triton else gated_rmsnorm_torch)(x, gate, weight, eps)
 
 
 def specializations(dims: KernelDims) -> list[Specialization]:

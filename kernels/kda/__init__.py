@@ -11,6 +11,7 @@ from functools import lru_cache, partial
 import torch
 import triton
 from dayone.kernels.autotune import DECODE_BATCH, PREFILL_TOKENS, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.kda.chunk import (
     CHUNK,
     GATES,
@@ -28,12 +29,6 @@ from dayone.kernels.specialization import KernelDims, Specialization
 from dayone.kernels.speculative import commit_accepted
 
 __all__ = ["candidates", "chunk_kda", "commit_accepted", "kda_decode", "specializations"]
-
-
-def _use_triton(x: torch.Tensor, backend: str | None) -> bool:
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"backend must be None, 'triton' or 'torch', got {backend!r}")
-    return backend == "triton" or (backend is None and x.is_cuda)
 
 
 def chunk_kda(
@@ -77,7 +72,7 @@ def chunk_kda(
     """
     if cu_seqlens is not None and q.shape[0] != 1:
         raise ValueError(f"packed sequences (cu_seqlens) need B = 1, got q of shape {tuple(q.shape)}")
-    run = chunk_kda_triton if _use_triton(q, backend) else chunk_kda_torch
+    run = chunk_kda_triton if use_triton(q, backend, "kda") else chunk_kda_torch
     return run(
         q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, initial_state, output_final_state,
         cu_seqlens, use_qk_l2norm, beta_logits,
@@ -117,7 +112,7 @@ def kda_decode(
     Returns:
         o: [N, T, H, V] in v's dtype.
     """
-    run = kda_decode_triton if _use_triton(q, backend) else kda_decode_torch
+    run = kda_decode_triton if use_triton(q, backend, "kda") else kda_decode_torch
     return run(
         q, k, v, g, beta, state_pool, slots, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits,
         intermediate_states,

@@ -27,7 +27,7 @@ import triton.language as tl
 
 CHUNK = 64
 GATES = {"none": 0, "plain": 1, "safe": 2}
-# The floor of torch_chunk.MIN_LOG_DECAY (that module imports this one, so the value is repeated, not imported).
+# Decay factors are floored at exp(MIN_LOG_DECAY); torch_chunk.py imports this value so both paths floor alike.
 MIN_LOG_DECAY = tl.constexpr(-60.0)
 
 

@@ -21,13 +21,14 @@ import itertools
 
 import torch
 from dayone.kernels.kda.chunk import CHUNK
+from dayone.kernels.kda.chunk import MIN_LOG_DECAY as TRITON_MIN_LOG_DECAY
 from dayone.kernels.kda.reference import prepare_inputs
 
 SUBCHUNK = 16
 # Decay factors below e^-60 (9e-27) are taken as e^-60, which moves a result by at most e^-60 times the term it scales:
 # torch's CPU exp is 10-40x slower where its result is subnormal or zero (inputs below -87), and so are products
 # of subnormals; a chunk at the safe gate's bound reaches -320.
-MIN_LOG_DECAY = -60.0
+MIN_LOG_DECAY = float(TRITON_MIN_LOG_DECAY.value)
 
 
 def decay(log_decay: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from functools import partial
 
 import torch
 from dayone.kernels.autotune import DECODE_BATCH, DECODE_CONTEXT, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.mla_decode.batched import mla_decode_batched
 from dayone.kernels.mla_decode.reference import mla_decode_reference
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -37,15 +38,14 @@ def mla_decode(
     Returns:
         [N, H, kv_lora_rank] in q's dtype; the caller applies W_vc (absorbed value projection) and o_proj.
     """
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"mla_decode: backend must be None, 'triton' or 'torch', got {backend!r}")
+    triton = use_triton(q, backend, "mla_decode")
     if q.shape[-1] != kv_cache.shape[-1] or not 0 < kv_lora_rank < q.shape[-1]:
         raise ValueError(
             f"mla_decode: q {tuple(q.shape)}, kv_cache {tuple(kv_cache.shape)}, kv_lora_rank {kv_lora_rank}"
         )
     if page_table.shape[0] != q.shape[0] or seq_lens.shape != (q.shape[0],):
         raise ValueError(f"mla_decode: page_table {tuple(page_table.shape)} / seq_lens {tuple(seq_lens.shape)}")
-    if not (backend == "triton" or (backend is None and q.is_cuda)):
+    if not triton:
         return mla_decode_batched(q, kv_cache, page_table, seq_lens, kv_lora_rank, scale)
     from dayone.kernels.mla_decode.kernel import launch
 

@@ -7,6 +7,7 @@ from functools import partial
 
 import torch
 from dayone.kernels.autotune import PREFILL_TOKENS, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.specialization import KernelDims, Specialization
 
@@ -33,8 +34,7 @@ def moe_combine(
     Returns:
         [T, L] in expert_out's dtype.
     """
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"moe_combine: backend must be None, 'triton' or 'torch', got {backend!r}")
+    triton = use_triton(expert_out, backend, "moe_combine")
     t, k, width = expert_out.shape
     if weights.shape != (t, k):
         raise ValueError(
@@ -42,7 +42,7 @@ def moe_combine(
         )
     if norm_weight is not None and norm_weight.shape != (width,):
         raise ValueError(f"moe_combine: norm_weight {tuple(norm_weight.shape)} is not [{width}]")
-    if not (backend == "triton" or (backend is None and expert_out.is_cuda)):
+    if not triton:
         return moe_combine_reference(expert_out, weights, norm_weight, eps)
     from dayone.kernels.moe_combine.kernel import launch
 

@@ -10,6 +10,7 @@ from functools import partial
 
 import torch
 from dayone.kernels.autotune import TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.mxfp4.reference import (
     GROUP_SIZE,
     dequantize_mxfp4_reference,
@@ -19,12 +20,6 @@ from dayone.kernels.mxfp4.reference import (
 from dayone.kernels.specialization import KernelDims, Specialization
 
 __all__ = ["candidates", "dequantize_mxfp4", "mxfp4_linear", "quantize_mxfp4", "specializations"]
-
-
-def _use_triton(t: torch.Tensor, backend: str | None) -> bool:
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"backend must be None, 'triton' or 'torch', got {backend!r}")
-    return backend == "triton" or (backend is None and t.is_cuda)
 
 
 def _check(packed: torch.Tensor, scale: torch.Tensor) -> None:
@@ -49,7 +44,7 @@ def dequantize_mxfp4(
         weight [N, K] in `dtype`.
     """
     _check(packed, scale)
-    if not _use_triton(packed, backend):
+    if not use_triton(packed, backend, "mxfp4"):
         return dequantize_mxfp4_reference(packed, scale, dtype)
     from dayone.kernels.mxfp4.kernel import launch_dequant
 
@@ -74,7 +69,7 @@ def mxfp4_linear(
     _check(packed, scale)
     if x.shape[-1] != 2 * packed.shape[1]:
         raise ValueError(f"mxfp4_linear: x {tuple(x.shape)} does not match weight_packed {tuple(packed.shape)}")
-    if not _use_triton(x, backend):
+    if not use_triton(x, backend, "mxfp4"):
         return mxfp4_linear_reference(x, packed, scale)
     from dayone.kernels.mxfp4.kernel import launch_linear
 

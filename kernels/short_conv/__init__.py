@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 import triton
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.short_conv.conv import (
     BD,
     BT,
@@ -23,12 +24,6 @@ from dayone.kernels.specialization import KernelDims, Specialization
 from dayone.kernels.speculative import commit_accepted
 
 __all__ = ["commit_accepted", "short_conv", "short_conv_update", "specializations"]
-
-
-def _use_triton(x: torch.Tensor, backend: str | None) -> bool:
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"backend must be None, 'triton' or 'torch', got {backend!r}")
-    return backend == "triton" or (backend is None and x.is_cuda)
 
 
 def short_conv(
@@ -51,7 +46,7 @@ def short_conv(
     """
     if cu_seqlens is not None and x.shape[0] != 1:
         raise ValueError(f"packed sequences (cu_seqlens) need B = 1, got x of shape {tuple(x.shape)}")
-    run = short_conv_triton if _use_triton(x, backend) else short_conv_torch
+    run = short_conv_triton if use_triton(x, backend, "short_conv") else short_conv_torch
     return run(x, weight, cu_seqlens, initial_state, output_final_state)
 
 
@@ -82,7 +77,7 @@ def short_conv_update(
         expected = (N, T, D, conv_state_pool.shape[-1])
         if tuple(intermediate_states.shape) != expected:
             raise ValueError(f"intermediate_states must be {list(expected)}, got {list(intermediate_states.shape)}")
-    run = short_conv_update_triton if _use_triton(x, backend) else short_conv_update_torch
+    run = short_conv_update_triton if use_triton(x, backend, "short_conv") else short_conv_update_torch
     return run(x, weight, conv_state_pool, slots, intermediate_states)
 
 

@@ -7,6 +7,7 @@ from functools import partial
 
 import torch
 from dayone.kernels.autotune import DECODE_BATCH, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.dispatch import use_triton
 from dayone.kernels.situ.reference import ACTIVATIONS, act_and_mul_reference
 from dayone.kernels.specialization import KernelDims, Specialization
 
@@ -39,8 +40,7 @@ def act_and_mul(
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"act_and_mul: activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if backend not in (None, "triton", "torch"):
-        raise ValueError(f"act_and_mul: backend must be None, 'triton' or 'torch', got {backend!r}")
+    triton = use_triton(x, backend, "act_and_mul")
     if up is None:
         if x.shape[-1] % 2:
             raise ValueError(f"act_and_mul: fused gate_up width {x.shape[-1]} is odd")
@@ -49,7 +49,7 @@ def act_and_mul(
         gate = x
         if gate.shape != up.shape:
             raise ValueError(f"act_and_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
-    if not (backend == "triton" or (backend is None and x.is_cuda)):
+    if not triton:
         return act_and_mul_reference(gate, up, activation, beta, linear_beta)
     from dayone.kernels.situ.kernel import launch
 

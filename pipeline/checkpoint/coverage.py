@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint
@@ -130,8 +131,6 @@ _EXPECTED: Expected | None = None
 
 
 def _scan_group(paths: list[str]) -> list[ShardComparison]:
-    from pathlib import Path
-
     out = []
     with gc_paused():
         for path in paths:

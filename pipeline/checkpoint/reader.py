@@ -73,14 +73,6 @@ class Checkpoint:
             names.update(header.entries)
         return names or set(self.pickle_tensors)
 
-    def bytes_by_dtype(self) -> dict[str, int]:
-        totals: Counter[str] = Counter()
-        for header in self.shards.values():
-            totals.update(header.bytes_by_dtype)
-        for info in self.pickle_tensors.values():
-            totals[info.dtype] += info.end - info.begin
-        return dict(totals)
-
     @property
     def nbytes(self) -> int:
         return sum(info.end - info.begin for info in self.tensors.values())

@@ -22,6 +22,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayone.atomic import swap_in
 from dayone.errors import InputError
 
 INDEX_URL = "https://pypi.org/simple"
@@ -73,8 +74,7 @@ def sources(release: Release) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         _extract_python(archive, staging, release.packages)
         (staging / ".complete").write_text(archive.name + "\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        staging.rename(dest)
+        swap_in(staging, dest)
     return dest
 
 

@@ -8,12 +8,11 @@ site. A folder that was not built by this command is never replaced.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from importlib import resources
 from pathlib import Path
 
 import jinja2
+from dayone.atomic import staged_folder
 from dayone.commands.output import human_bytes, human_count
 from dayone.dashboard.chart import numerics_svg
 from dayone.dashboard.matrix import HISTORY, NOT_RUN, WAITING, ModelRows, build_matrix
@@ -150,21 +149,11 @@ def _plan(spec_name: str, gpu: str, gpus: int) -> tuple[dict | None, str | None]
 
 def _write_swap(out: Path, pages: dict[str, str]) -> Path:
     out = out.absolute()
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_folder(out) as tmp:
         for name, text in pages.items():
             (tmp / name).write_text(text)
         static = resources.files("dayone.templates") / "dashboard"
         for name in STATIC:
             (tmp / name).write_text((static / name).read_text())
         (tmp / MARKER).write_text("built by `integrate dashboard`; replaced whole on each build\n")
-        if out.exists():
-            os.replace(out, old)  # two renames: the old site is whole until the new one is in place
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
     return out

@@ -12,7 +12,6 @@ old one or the complete new one.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dayone.adapters.targets import common
+from dayone.atomic import swap_in
 from dayone.errors import InputError
 from dayone.package import build, card, discover
 from dayone.package.build import BuildError
@@ -82,7 +82,8 @@ def package(
         text = card.model_card(spec, infos, named, spec_digest=digest, generator_version=generator, revision=revision)
         (tmp / card_name).write_text(text)
         result.files = write_sums(tmp)
-        _swap(tmp, dist)
+        tmp.chmod(0o755)
+        swap_in(tmp, dist)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     result.packages = [
@@ -170,19 +171,3 @@ def write_sums(folder: Path) -> dict[str, str]:
     for p in folder.iterdir():
         p.chmod(0o644)
     return {**sums, SUMS: sha256_file(folder / SUMS)}
-
-
-def _swap(new: Path, dist: Path) -> None:
-    """Put new at dist; an existing dist goes only once new is complete."""
-    new.chmod(0o755)
-    if not dist.exists():
-        os.rename(new, dist)
-        return
-    old = dist.with_name(f".{dist.name}.old-{os.getpid()}")
-    os.rename(dist, old)
-    try:
-        os.rename(new, dist)
-    except OSError:
-        os.rename(old, dist)
-        raise
-    shutil.rmtree(old, ignore_errors=True)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayone.commands.output import write_atomic
+from dayone.atomic import swap_in, write_atomic
 
 STAGE_FILE = "stage.json"
 
@@ -74,20 +74,10 @@ def run_stages(
         result.seconds = time.perf_counter() - start
         record = {"key": key, "status": result.status, "summary": result.summary, "outputs": result.outputs}
         (partial / STAGE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        _swap_in(partial, final)
+        swap_in(partial, final)
         _log(out, stage.name, result)
         results[stage.name] = result
     return results
-
-
-def _swap_in(partial: Path, final: Path) -> None:
-    """Replace final with partial; a crash in between leaves no final (the stage reruns), never a mix."""
-    old = final.with_name(f".{final.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        final.rename(old)
-    partial.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _log(out: Path, name: str, result: StageResult) -> None:

@@ -11,6 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 from dayone.checkpoint.reader import Checkpoint
@@ -32,7 +33,9 @@ class RunContext:
     gpus: int = 8
     reports: list[Report] = field(default_factory=list)
 
+    @cached_property
     def checkpoint_digest(self) -> dict[str, str]:
+        """Digest of every checkpoint file, computed once per run (coverage and validate both key on it)."""
         root = self.checkpoint.root
         names = ["config.json", *self.checkpoint.files, *self.checkpoint.pickle_files]
         if self.checkpoint.index_path is not None:
@@ -80,7 +83,7 @@ def coverage_stage(ctx: RunContext) -> Stage:
         summary = f"{details['tensors']:,} tensors" + ("" if coverage.ok else f", {coverage.missing_count} missing")
         return StageResult(status, summary)
 
-    return Stage("coverage", lambda: {"checkpoint": ctx.checkpoint_digest()}, run, after=("spec",))
+    return Stage("coverage", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",))
 
 
 def plan_stage(ctx: RunContext) -> Stage:
@@ -176,7 +179,7 @@ def validate_stage(ctx: RunContext) -> Stage:
         summary = "every metric within tolerance" if report["status"] == "pass" else f"first failure: {first}"
         return StageResult(report["status"], summary)
 
-    return Stage("validate", lambda: {"checkpoint": ctx.checkpoint_digest()}, run, after=("spec",))
+    return Stage("validate", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",))
 
 
 def package_stage(ctx: RunContext) -> Stage:
