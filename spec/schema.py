@@ -7,12 +7,44 @@ A_log padding, MXFP4 pairs, name prefixes) are described here as data and transl
 
 from __future__ import annotations
 
+import keyword
+import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Annotated, Literal
 
 from dayone.spec.layout import from_index_lists, parse_expression
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+# Every string that reaches generated code or package metadata matches one of these patterns, checked where it
+# enters (a spec file or a derived config.json); the templates render them through `ident` / `py` as well.
+IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,99}$"  # a Python name: class names, attributes
+MODULE_PREFIX_PATTERN = r"^(?:[A-Za-z_][A-Za-z0-9_]{0,99}\.){0,8}$"  # "model.", "language_model.model.", ""
+TENSOR_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,99}(?:\.[A-Za-z0-9_]{1,100}){0,16}$"  # "language_model.lm_head.weight"
+MODEL_TYPE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"  # transformers' model_type: "kimi_k3", "kimi_linear"
+SPEC_NAME_PATTERN = r"^[a-z0-9][a-z0-9.\-]{0,63}$"  # file, package and distribution names derive from it
+REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,95}/[A-Za-z0-9][A-Za-z0-9._\-]{0,95}$"  # Hugging Face owner/name
+# tensor roles, name prefixes and compressed-tensors ignore entries ("lm_head", "re:.*mlp.gate$"): no quotes or spaces
+SELECTOR_PATTERN = r"^[A-Za-z0-9_.:*+?^$|()\[\]{},\-/\\]{1,200}$"
+
+
+def is_identifier(text: object) -> bool:
+    """A name that may be written raw into generated Python: the pattern above, and not a keyword."""
+    return isinstance(text, str) and re.fullmatch(IDENTIFIER_PATTERN, text) is not None and not keyword.iskeyword(text)
+
+
+def _not_keyword(text: str) -> str:
+    if keyword.iskeyword(text):
+        raise ValueError(f"{text!r} is a Python keyword")
+    return text
+
+
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN), AfterValidator(_not_keyword)]
+ModuleName = Annotated[str, StringConstraints(pattern=MODULE_PREFIX_PATTERN)]
+TensorName = Annotated[str, StringConstraints(pattern=TENSOR_NAME_PATTERN)]
+ModelType = Annotated[str, StringConstraints(pattern=MODEL_TYPE_PATTERN)]
+RepoId = Annotated[str, StringConstraints(pattern=REPO_ID_PATTERN)]
+Selector = Annotated[str, StringConstraints(pattern=SELECTOR_PATTERN)]
 
 AttentionKind = Literal["kda", "mla"]
 FFNKind = Literal["dense", "moe"]
@@ -165,21 +197,23 @@ class ResidualSpec(Strict):
 
 
 class ExpertNames(Strict):
-    gate: str = "w1"
-    up: str = "w3"
-    down: str = "w2"
+    gate: Identifier = "w1"
+    up: Identifier = "w3"
+    down: Identifier = "w2"
 
 
 class CheckpointNaming(Strict):
     """Where tensors live in the checkpoint and how they are stored."""
 
-    prefix: str = Field(description="prefix of the language model's tensors, e.g. 'model.' or 'language_model.model.'")
-    lm_head: str = Field(description="full name of the output head tensor")
-    moe_block: str = "block_sparse_moe"
-    dense_block: str = Field(default="mlp", description="module name of the dense layers' MLP")
+    prefix: ModuleName = Field(
+        description="prefix of the language model's tensors, e.g. 'model.' or 'language_model.model.'"
+    )
+    lm_head: TensorName = Field(description="full name of the output head tensor")
+    moe_block: Identifier = "block_sparse_moe"
+    dense_block: Identifier = Field(default="mlp", description="module name of the dense layers' MLP")
     experts: ExpertNames = ExpertNames()
     dtype: DType = "bfloat16"
-    float32: tuple[str, ...] = Field(
+    float32: tuple[Selector, ...] = Field(
         default=(), description="roles stored in float32 whatever the checkpoint dtype (see manifest roles)"
     )
 
@@ -192,7 +226,7 @@ class QuantizationSpec(Strict):
     num_bits: Literal[4] = 4
     group_size: int = Field(gt=0)
     scale_dtype: Literal["uint8"] = "uint8"
-    ignore: tuple[str, ...] = ()
+    ignore: tuple[Selector, ...] = ()
 
 
 class VisionTower(Strict):
@@ -214,7 +248,7 @@ class VisionTower(Strict):
 class Passthrough(Strict):
     """Tensors a text-only integration keeps as-is (vision tower, projector), under these prefixes."""
 
-    prefixes: tuple[str, ...]
+    prefixes: tuple[Selector, ...]
     vision: VisionTower | None = None
 
 
@@ -228,10 +262,10 @@ class TokenIds(Strict):
 class HFIdentity(Strict):
     """How Hugging Face names this model: the top-level architecture and model_type, and the text model's."""
 
-    architecture: str
-    model_type: str
-    text_model_type: str | None = None  # set for composite (multimodal) configs with a text_config
-    text_architecture: str | None = None
+    architecture: Identifier
+    model_type: ModelType
+    text_model_type: ModelType | None = None  # set for composite (multimodal) configs with a text_config
+    text_architecture: Identifier | None = None
 
 
 class Layout(Strict):
@@ -244,7 +278,7 @@ class Layout(Strict):
 class Release(Strict):
     """Facts of a published checkpoint that are not architecture: its repo and shard count."""
 
-    repo: str | None = None
+    repo: RepoId | None = None
     num_shards: int | None = Field(default=None, gt=0)
 
 
@@ -261,7 +295,7 @@ class Layer:
 class ModelSpec(Strict):
     """A whole architecture. See spec/models/*.yaml for the shipped ones."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str = Field(pattern=SPEC_NAME_PATTERN)
     hf: HFIdentity
     num_layers: int = Field(gt=0)
     hidden_size: int = Field(gt=0)

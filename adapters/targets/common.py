@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import subprocess
 import sys
 from importlib import metadata, resources
@@ -18,7 +19,7 @@ from dayone.adapters.weightmap.build import WeightMap
 from dayone.atomic import staged_folder
 from dayone.errors import InputError
 from dayone.spec.registry import spec_to_dict
-from dayone.spec.schema import ModelSpec
+from dayone.spec.schema import ModelSpec, is_identifier
 
 LINE_LENGTH = 120
 # Sources dayone ships verbatim in every generated package (file name there -> module here).
@@ -72,18 +73,39 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["py"] = py_literal
+    env.filters["ident"] = checked_identifier
     env.filters["pytype"] = lambda value: type(value).__name__
     return env
 
 
 def py_literal(value) -> str:
-    """A Python literal for tables: tuples stay tuples, strings double-quoted (as ruff format writes them)."""
+    """A Python literal for tables: tuples stay tuples, strings double-quoted (as ruff format writes them).
+
+    Only plain data has a literal: whatever a config or spec holds is rendered as a value, never as code.
+    """
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return repr(int(value))  # int(): a subclass's repr could be anything
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{value!r} cannot be written into generated code (not a finite number)")
+        return repr(float(value))
     if isinstance(value, str):
-        return json.dumps(value)
+        return json.dumps(str(value))  # escapes quotes, backslashes and control characters
     if isinstance(value, tuple | list):
         items = ", ".join(py_literal(v) for v in value)
         return f"({items},)" if len(value) == 1 else f"({items})"
-    return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_literal(k)}: {py_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no Python literal for a {type(value).__name__}")
+
+
+def checked_identifier(value) -> str:
+    """A name written raw into generated code (a class, an attribute): it must be a plain Python identifier."""
+    if not is_identifier(value):
+        raise InputError(f"{value!r} is not a Python identifier and cannot be written into generated code")
+    return value
 
 
 def render(template: str, **context) -> str:
