@@ -82,6 +82,8 @@ def _write(path: Path, data: bytes, epoch: int) -> None:
 
 def run_build(source: Path, out: Path, epoch: int, name: str) -> tuple[Path, Path]:
     """Build the sdist, then the wheel from the sdist (proving the sdist complete); returns (wheel, sdist)."""
+    # Absolute: the build runs with cwd=source, where a relative --outdir would name a folder inside the source tree.
+    source, out = source.absolute(), out.absolute()
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
