@@ -6,9 +6,10 @@ Three layouts cover the four targets:
     vllm       vLLM: the inference layout, with KDA layers on vLLM's own KimiGatedDeltaNetAttention: one merged
                in_proj_qkvgfab (q, k, v, g, f_a, b; f_a held whole by every rank, rows aligned to 16 with the
                full-rank output gate) and one packed conv1d (the three short convs).
-    megatron   Miles and Megatron-Bridge: Megatron-Core names (linear_fc1 = gate + up, in_proj = q/k/v/g,
-               linear_q_down_proj, ...), one parameter per local expert (`linear_fc1.weight{e}`), experts not split
-               by tensor parallelism (expert tensor parallel size 1: experts are spread by expert parallelism).
+    megatron   Miles and Megatron-Bridge: the names of the Megatron model dayone builds (`dayone.adapters.megatron`:
+               linear_fc1 = gate + up, in_proj = q/k/v/g, linear_q_down_proj, fc1_latent_proj, ...), one parameter
+               per local expert (`linear_fc1.weight{e}`), experts not split by tensor parallelism (expert tensor
+               parallel size 1: experts are spread by expert parallelism).
 A layout only names and fuses (and aligns, where the framework pads a fused parameter); splits come from
 `contracts.SPLIT` (what the dims mean: a replicated member of a column-parallel fusion is held whole by every rank),
 part order from the member lists below, shapes from the spec's manifest.
@@ -73,11 +74,11 @@ MEGATRON_LAYER = {
     "kda.o_norm": ("self_attention.out_norm.weight", None),
     "kda.o_proj": ("self_attention.out_proj.weight", None),
     "mla.q_a": ("self_attention.linear_q_down_proj.weight", None),
-    "mla.q_a_norm": ("self_attention.linear_q_up_proj.layer_norm_weight", None),
+    "mla.q_a_norm": ("self_attention.q_layernorm.weight", None),
     "mla.q_b": ("self_attention.linear_q_up_proj.weight", None),
     "mla.q_proj": ("self_attention.linear_q_proj.weight", None),
     "mla.kv_a": ("self_attention.linear_kv_down_proj.weight", None),
-    "mla.kv_a_norm": ("self_attention.linear_kv_up_proj.layer_norm_weight", None),
+    "mla.kv_a_norm": ("self_attention.kv_layernorm.weight", None),
     "mla.kv_b": ("self_attention.linear_kv_up_proj.weight", None),
     "mla.g_proj": ("self_attention.linear_output_gate.weight", None),
     "mla.o_proj": ("self_attention.linear_proj.weight", None),
@@ -86,9 +87,10 @@ MEGATRON_LAYER = {
     "mlp.down": ("mlp.linear_fc2.weight", None),
     "moe.router": ("mlp.router.weight", None),
     "moe.correction_bias": ("mlp.router.expert_bias", None),
-    "moe.latent_down": ("mlp.latent_down_proj.weight", None),
-    "moe.latent_norm": ("mlp.latent_norm.weight", None),
-    "moe.latent_up": ("mlp.latent_up_proj.weight", None),
+    # megatron-core's MoELayer names (fc1/fc2_latent_proj); the latent norm under the name Miles' K3 converter uses
+    "moe.latent_down": ("mlp.fc1_latent_proj.weight", None),
+    "moe.latent_norm": ("mlp.routed_expert_norm.weight", None),
+    "moe.latent_up": ("mlp.fc2_latent_proj.weight", None),
     "moe.shared.gate": ("mlp.shared_experts.linear_fc1.weight", 0),
     "moe.shared.up": ("mlp.shared_experts.linear_fc1.weight", 1),
     "moe.shared.down": ("mlp.shared_experts.linear_fc2.weight", None),

@@ -54,7 +54,7 @@ def test_training_forward_has_gradients_in_the_megatron_layout(small_k3, convert
     assert all(g is None or bool(torch.isfinite(g).all()) for g in grads.values())
     for name in ("embedding.word_embeddings.weight", "decoder.layers.0.mlp.linear_fc1.weight",
                  "decoder.layers.1.self_attention.in_proj.weight", "decoder.layers.3.self_attention.linear_kv_up_proj.weight",
-                 "decoder.layers.2.mlp.latent_up_proj.weight", "decoder.layers.1.attn_res.proj.weight"):  # fmt: skip
+                 "decoder.layers.2.mlp.fc2_latent_proj.weight", "decoder.layers.1.attn_res.proj.weight"):  # fmt: skip
         assert grads[name] is not None and float(grads[name].abs().sum()) > 0, name
 
 

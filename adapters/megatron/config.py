@@ -1,0 +1,96 @@
+"""The megatron-core config of a spec: an MLATransformerConfig with the spec's sizes, MoE and parallel settings.
+
+The fields are megatron-core's own (the names Miles passes as dashed arguments and Megatron-Bridge providers set);
+what megatron-core has no field for (KDA, attention residuals, SiTU, the latent norm) travels in the layer specs'
+params (`layer_specs.py`), read from the spec.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from dayone.spec.schema import ModelSpec
+from megatron.core.transformer.transformer_config import MLATransformerConfig
+
+
+def transformer_config(
+    spec: ModelSpec,
+    tensor_parallel: int = 1,
+    expert_parallel: int = 1,
+    dtype: torch.dtype = torch.float32,
+    cpu: bool | None = None,
+) -> MLATransformerConfig:
+    """cpu: initialise weights on the CPU (default: when no GPU is present)."""
+    cpu = not torch.cuda.is_available() if cpu is None else cpu
+    mla = spec.mla
+    moe = spec.moe
+    kwargs: dict = {
+        "num_layers": spec.num_layers,
+        "hidden_size": spec.hidden_size,
+        "num_attention_heads": mla.num_heads if mla else spec.kda.num_heads,
+        "ffn_hidden_size": spec.dense_intermediate_size or spec.hidden_size,
+        "normalization": "RMSNorm",
+        "layernorm_epsilon": spec.norm_eps,
+        "add_bias_linear": False,
+        "gated_linear_unit": True,
+        # The gated activation (SiTU or SiLU-and-mul) is a module of the MLP specs; megatron-core calls such a module
+        # with the whole [gate | up] output when use_te_activation_func is set (the name is historical).
+        "activation_func": F.silu,
+        "use_te_activation_func": True,
+        "bias_activation_fusion": False,
+        "masked_softmax_fusion": False,
+        "bias_dropout_fusion": False,
+        "apply_rope_fusion": False,
+        "persist_layer_norm": False,
+        "gradient_accumulation_fusion": False,
+        "hidden_dropout": 0.0,
+        "attention_dropout": 0.0,
+        "tensor_model_parallel_size": tensor_parallel,
+        "expert_model_parallel_size": expert_parallel,
+        "expert_tensor_parallel_size": 1,  # experts are spread by expert parallelism, never split (weight map)
+        "sequence_parallel": False,
+        "params_dtype": dtype,
+        "bf16": dtype == torch.bfloat16,
+        "use_cpu_initialization": cpu,
+        "transformer_impl": "local",
+    }
+    if mla is not None:
+        kwargs |= {
+            "multi_latent_attention": True,
+            "q_lora_rank": mla.q_lora_rank,
+            "kv_lora_rank": mla.kv_lora_rank,
+            "qk_head_dim": mla.qk_nope_head_dim,
+            "qk_pos_emb_head_dim": mla.qk_rope_head_dim,
+            "v_head_dim": mla.v_head_dim,
+            "kv_channels": mla.v_head_dim,
+            "qk_layernorm": True,
+            "rope_type": "rope",  # replaced by NoPE in mla.py: the "rope" dims are never rotated
+            "rotary_scaling_factor": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.0,
+        }
+    if moe is not None:
+        kwargs |= {
+            "num_moe_experts": moe.num_experts,
+            "moe_router_topk": moe.experts_per_token,
+            "moe_ffn_hidden_size": moe.expert_intermediate_size,
+            "moe_shared_expert_intermediate_size": moe.shared_intermediate_size or None,
+            "moe_layer_freq": [1 if f == "moe" else 0 for f in spec.ffn_kinds],
+            "moe_router_score_function": moe.router.activation,
+            "moe_router_enable_expert_bias": moe.router.correction_bias,
+            "moe_router_bias_update_rate": 0.0,
+            "moe_router_topk_scaling_factor": moe.router.scaling_factor,
+            "moe_router_num_groups": moe.router.num_groups if moe.router.num_groups > 1 else None,
+            "moe_router_group_topk": moe.router.topk_groups if moe.router.num_groups > 1 else None,
+            "moe_router_dtype": "fp32",
+            "moe_router_load_balancing_type": "none",
+            "moe_aux_loss_coeff": 0.0,
+            # alltoall (Miles' choice) creates a CUDA stream when built; allgather runs on a CPU
+            "moe_token_dispatcher_type": "allgather" if cpu else "alltoall",
+            "moe_grouped_gemm": False,
+            "moe_permute_fusion": False,
+            # The latent projections are modules of our MoE layer (megatron-core builds them only with
+            # TransformerEngine); the latent width reaches the experts through the layer spec.
+            "moe_latent_size": None,
+        }
+    return MLATransformerConfig(**kwargs)

@@ -1,0 +1,216 @@
+"""Checks of the Megatron model against the weight map and dayone's reference tier, run with megatron-core on gloo.
+
+    python -m dayone.adapters.megatron.verify kimi-k3 --world-size 2 --tp 2 --ep 2 [--layers 5] [--json]
+
+On each rank: build the model of the spec at tiny scale; its state (parameters and persistent buffers) must be
+exactly the weight map's Megatron side for that rank; a synthetic release-format checkpoint (MXFP4 experts as the
+release stores them) is loaded through the map; rank 0 gathers every rank's tensors and converts them back to the
+checkpoint, which must be bitwise the original. Then per-token log-probs of a batch against the reference tier
+(`dayone.adapters.model`, fp32), the vocab-parallel logits gathered; at TP 1 with autograd on, a backward pass whose
+gradients must be finite, and non-zero for every parameter that can receive one (see `untrainable`).
+Prints one JSON report; exit 1 when a check fails, each failure named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+LOGPROB_LIMIT = 1e-5  # fp32 on a tiny model: the train/rollout bound Miles gates on
+
+
+def synthetic_checkpoint(spec, folder: Path) -> dict[str, torch.Tensor]:
+    """The release-format checkpoint dayone's synth writes (sharded safetensors, MXFP4 experts), read back."""
+    from dayone.synth import write_synthetic
+    from safetensors.torch import load_file
+
+    write_synthetic(spec, folder, seed=7)
+    tensors: dict[str, torch.Tensor] = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        tensors |= load_file(shard)
+    return tensors
+
+
+def untrainable(model, spec, chosen: dict[str, torch.Tensor]) -> set[str]:
+    """Parameters that get no gradient by construction: the first layer's attention-residual mix (a softmax over one
+    row) and experts no token was routed to (`chosen`: router name -> experts chosen at least once)."""
+    out = set()
+    if spec.residual.kind == "attention":
+        out |= {"decoder.layers.0.attn_res.norm.weight", "decoder.layers.0.attn_res.proj.weight"}
+    for router, used in chosen.items():
+        stem = router.removesuffix(".router") + ".experts."
+        for e in torch.nonzero(~used).flatten().tolist():
+            out |= {f"{stem}linear_fc1.weight{e}", f"{stem}linear_fc2.weight{e}"}
+    return out
+
+
+def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: int, folder: str, port: int) -> None:
+    import torch.distributed as dist
+
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from dayone.adapters.megatron import build_model
+    from dayone.adapters.model import SpecModel, WeightLoader
+    from dayone.adapters.weightmap import build_weight_map, walk
+    from dayone.spec.registry import load_spec
+    from dayone.synth import scaled_spec
+    from megatron.core import parallel_state as ps
+
+    ps.initialize_model_parallel(tp, 1, expert_model_parallel_size=ep, expert_tensor_parallel_size=1)
+    spec = scaled_spec(load_spec(spec_name), "tiny", layers)
+    tensors = synthetic_checkpoint(spec, Path(folder) / "checkpoint") if rank == 0 else None
+    holder = [tensors]
+    dist.broadcast_object_list(holder, src=0)
+    tensors = holder[0]
+    report: dict = {"spec": spec.name, "layers": spec.num_layers, "world_size": world, "tp": tp, "ep": ep,
+                    "failures": []}  # fmt: skip
+    fail = report["failures"].append
+
+    torch.manual_seed(0)
+    model = build_model(spec, tensor_parallel=tp, expert_parallel=ep)
+    table = build_weight_map(spec, "megatron", mxfp4="dequantize")
+    par = walk.Parallel(ps.get_tensor_model_parallel_rank(), tp, ps.get_expert_model_parallel_rank(), ep)
+    state = walk.to_target(table, tensors.__getitem__, par, dtype=torch.float32)
+    # tensors the language model does not use (a vision tower) pass through training untouched
+    passthrough = {r.target for r in table.RULES if r.transform == "passthrough"}
+    kept = {n: v for n, v in state.items() if n in passthrough}
+    state = {n: v for n, v in state.items() if n not in passthrough}
+    report_passthrough = len(kept)
+    have = {n for n in model.state_dict() if not n.endswith("._extra_state")}
+    params = {n for n, _ in model.named_parameters()}
+    for name in sorted(have - set(state)):
+        fail(f"rank {rank}: {name} is a tensor of the Megatron model the weight map does not map")
+    for name in sorted(set(state) - have):
+        fail(f"rank {rank}: the weight map maps {name}, which the Megatron model does not have")
+    report["parameters"] = len(params)
+    report["passthrough_tensors"] = report_passthrough
+    report["buffers_mapped"] = sorted(have - params)[:4]
+    if report["failures"]:
+        return _finish(report, rank, folder)
+    model.load_state_dict(state, strict=False)
+    loaded = model.state_dict()
+    for name, value in state.items():
+        if not torch.equal(loaded[name], value):
+            fail(f"rank {rank}: {name} differs after load_state_dict")
+
+    # round trip: every rank's parameters back to the checkpoint on rank 0
+    mine = {n: loaded[n].detach().clone() for n in state} | kept
+    gathered = [None] * world
+    dist.all_gather_object(gathered, (par.tp_rank, par.ep_rank, mine))
+    if rank == 0:
+        # the map's grid of (TP rank, EP rank) shards from the world's ranks: dense tensors from the rank with that
+        # TP rank, experts (whole, spread by EP) from the rank with that EP rank
+        by_tp = {t: s for t, _, s in gathered}
+        by_ep = {e: {n: v for n, v in s.items() if ".mlp.experts." in n} for _, e, s in gathered}
+        shards = {(t, e): by_tp[t] | by_ep[e] for t in range(tp) for e in range(ep)}
+        back = walk.to_hf(table, shards, walk.Parallel(0, tp, 0, ep))
+        # the model holds fp32; fp32 -> the checkpoint's dtype is exact for values that came from it
+        wrong = [n for n in tensors if n not in back or not _same_bytes(back[n].to(tensors[n].dtype), tensors[n])]
+        report["round_trip_tensors"] = len(tensors)
+        for name in wrong[:5]:
+            fail(f"round trip: {name} is not bitwise the checkpoint's")
+
+    ids = torch.randint(3, spec.vocab_size, (2, 9), generator=torch.Generator().manual_seed(1))
+    chosen: dict[str, torch.Tensor] = {}
+    for name, module in model.named_modules():
+        if name.endswith("mlp.router"):
+            module.register_forward_hook(
+                lambda m, args, out, name=name: chosen.__setitem__(name, out[1].any(0) | chosen.get(name, False))
+            )
+    training = tp == 1  # megatron-core refuses MoE with TP > 1 in training without sequence parallelism
+    model.train(training)
+    with torch.set_grad_enabled(training):
+        logits = model(ids)
+    full = _gather_vocab(logits.detach() if not training else logits, tp)
+    logp = F.log_softmax(full.float(), -1)
+    lp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+    if rank == 0:
+        ref = SpecModel(spec, "reference")
+        WeightLoader(spec, tensors.__getitem__).load(ref)
+        with torch.no_grad():
+            rl = ref(ids)
+        rp = F.log_softmax(rl.float(), -1)[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+        diff = (lp.detach() - rp).abs()
+        report["logprob_abs_diff_mean"] = float(diff.mean())
+        report["logprob_abs_diff_max"] = float(diff.max())
+        report["tokens"] = int(diff.numel())
+        if not diff.max() < LOGPROB_LIMIT:
+            fail(f"per-token log-probs differ from the reference tier by {float(diff.max()):.3g} > {LOGPROB_LIMIT}")
+    if training:
+        # every position's output in the loss (the last one predicts a wrapped-around token), so every routed token's
+        # experts get a gradient
+        (-logp.gather(-1, ids.roll(-1, dims=1)[..., None]).sum()).backward()
+        skip = untrainable(model, spec, chosen)
+        report["gradients_checked"] = 0
+        for name, p in model.named_parameters():
+            g = p.grad
+            if g is not None and not torch.isfinite(g).all():
+                fail(f"rank {rank}: {name} has a non-finite gradient")
+            elif name not in skip and (g is None or not g.abs().sum() > 0):
+                fail(f"rank {rank}: {name} gets no gradient")
+            else:
+                report["gradients_checked"] += 1
+        report["no_gradient_by_construction"] = len(skip)
+    _finish(report, rank, folder)
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+def _gather_vocab(logits: torch.Tensor, tp: int) -> torch.Tensor:
+    if tp == 1:
+        return logits
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    parts = [torch.empty_like(logits) for _ in range(tp)]
+    dist.all_gather(parts, logits.contiguous(), group=ps.get_tensor_model_parallel_group())
+    return torch.cat(parts, dim=-1)
+
+
+def _finish(report: dict, rank: int, folder: str) -> None:
+    Path(folder, f"rank{rank}.json").write_text(json.dumps(report))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def verify(spec_name: str, world: int = 1, tp: int = 1, ep: int = 1, layers: int = 5) -> dict:
+    """Run the checks on `world` gloo ranks; the merged report (failures of every rank)."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as folder:
+        mp.spawn(rank_main, args=(world, tp, ep, spec_name, layers, folder, _free_port()), nprocs=world)
+        reports = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(world)]
+    merged = reports[0]
+    merged["failures"] = [f for r in reports for f in r["failures"]]
+    return merged
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spec")
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--ep", type=int, default=1)
+    parser.add_argument("--layers", type=int, default=5)
+    args = parser.parse_args(argv)
+    report = verify(args.spec, args.world_size, args.tp, args.ep, args.layers)
+    print(json.dumps(report, indent=1))
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
