@@ -9,9 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dayone.redact import redact
+
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temporary sibling and a rename: readers never see half a file."""
+    """Write text to path via a temporary sibling and a rename: readers never see half a file. No secret the
+    process holds is written (reports quote servers, which may echo a token)."""
+    text = redact(text)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

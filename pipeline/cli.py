@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 from dayone.errors import InputError
+from dayone.redact import redact, redact_streams, redacting_streams
 
 COMMANDS_DIR = Path(__file__).parent / "commands"
 
@@ -25,9 +26,10 @@ class Integrate(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            with redacting_streams():
+                return super().invoke(ctx)
         except InputError as err:
-            click.echo(f"error: {err}", err=True)
+            click.echo(f"error: {redact(str(err))}", err=True)
             sys.exit(InputError.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
@@ -41,4 +43,5 @@ def cli() -> None:
 
 
 def main() -> None:
+    redact_streams()  # for the whole process: no secret in any output, tracebacks included
     cli(prog_name="integrate")

@@ -6,13 +6,16 @@ Every value of the spec comes from a config field, or from the storage conventio
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Container
 from typing import Any
 
 from dayone.errors import InputError
+from dayone.spec.bounds import MAX_DIM, MAX_INTERMEDIATE, MAX_LAYERS, MAX_TOKEN_ID
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression
 from dayone.spec.registry import validation_message
-from dayone.spec.schema import ModelSpec
+from dayone.spec.schema import MODEL_TYPE_PATTERN, ModelSpec, is_identifier
 from pydantic import ValidationError
 
 # What each model type's releases store that config.json does not say.
@@ -42,25 +45,86 @@ FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+_MODEL_TYPE = re.compile(MODEL_TYPE_PATTERN)
+
+
 class _Fields:
-    """Reads one config dict; a key may have several names (transformers 5.x renames), which must agree."""
+    """Reads one config dict; a key may have several names (transformers 5.x renames), which must agree.
+
+    The typed readers (integer, real, flag, text) take the JSON type the field has in published configs and
+    nothing else: "93" is not 93 and 93.0 is not 93, so a config means what it says or is refused, naming the field.
+    """
 
     def __init__(self, data: dict, where: str) -> None:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: expected an object, got {_json_type(data)}")
         self.data, self.where = data, where
 
     def get(self, *names: str, default: Any = ..., required: bool = True) -> Any:
+        return self._found(names, default, required)[1]
+
+    def _found(self, names: tuple[str, ...], default: Any = ..., required: bool = True) -> tuple[str, Any]:
         found = [(n, self.data[n]) for n in names if n in self.data]
         values = {repr(v) for _, v in found}
         if len(values) > 1:
-            shown = ", ".join(f"{n}={v!r}" for n, v in found)
+            shown = ", ".join(f"{n}={v!r:.40}" for n, v in found)
             raise InputError(f"{self.where}: contradictory fields {shown}")
         if found:
-            return found[0][1]
+            return found[0]
         if default is not ...:
-            return default
+            return names[0], default
         if required:
             raise InputError(f"{self.where}: missing field {names[0]!r}")
-        return None
+        return names[0], None
+
+    def integer(self, *names: str, default: Any = ..., limit: int | None = None) -> Any:
+        name, value = self._found(names, default)
+        if value is None and default is None:
+            return None
+        return _integer(value, f"{self.where}: {name}", limit)
+
+    def real(self, *names: str, default: Any = ...) -> Any:
+        name, value = self._found(names, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InputError(f"{self.where}: {name} must be a finite number, got {_shown(value)}")
+        return value
+
+    def flag(self, *names: str, default: bool) -> bool:
+        name, value = self._found(names, default)
+        if not isinstance(value, bool):
+            raise InputError(f"{self.where}: {name} must be true or false, got {_shown(value)}")
+        return value
+
+    def text(self, *names: str, default: Any = ...) -> Any:
+        name, value = self._found(names, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str):
+            raise InputError(f"{self.where}: {name} must be a string, got {_shown(value)}")
+        return value
+
+
+def _integer(value: Any, field: str, limit: int | None = None, minimum: int = 1) -> int:
+    """An int (not a bool, a float or a numeric string); with a limit, inside minimum..limit (the schema checks the
+    rest: this is for numbers used before the spec is built, such as the layer count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{field} must be an integer, got {_shown(value)}")
+    if limit is not None and not minimum <= value <= limit:
+        raise InputError(f"{field}={value} is outside {minimum}..{limit}")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _shown(value: Any) -> str:
+    """A wrong value in a message: its JSON type, and the value itself when it is short."""
+    text = repr(value) if isinstance(value, str | int | float | bool) or value is None else ""
+    return f"{_json_type(value)} {text}"[:60].rstrip() if len(text) <= 40 else _json_type(value)
 
 
 def derive_spec(
@@ -74,7 +138,7 @@ def derive_spec(
     if not isinstance(config, dict):
         raise InputError(f"{where}: expected a JSON object")
     model_type = config.get("model_type")
-    if model_type not in FAMILY_CONVENTIONS:
+    if not isinstance(model_type, str) or model_type not in FAMILY_CONVENTIONS:
         raise InputError(
             f"{where}: model_type {model_type!r} is not supported (known: {', '.join(FAMILY_CONVENTIONS)})"
         )
@@ -88,23 +152,23 @@ def derive_spec(
     else:
         text = top
 
-    num_layers = int(text.get("num_hidden_layers"))
-    hidden = int(text.get("hidden_size"))
+    num_layers = text.integer("num_hidden_layers", limit=MAX_LAYERS)  # bounded before any table is built from it
+    hidden = text.integer("hidden_size", limit=MAX_DIM)
     attention = _attention_layout(text, num_layers)
     ffn = _ffn_layout(text, num_layers)
 
     spec: dict[str, Any] = {
         "name": name,
-        "hf": _identity(config, text_config if model_type == "kimi_k3" else None, conventions),
+        "hf": _identity(config, text_config if model_type == "kimi_k3" else None, conventions, where),
         "num_layers": num_layers,
         "hidden_size": hidden,
-        "vocab_size": text.get("vocab_size"),
-        "max_position_embeddings": text.get("max_position_embeddings", "model_max_length"),
-        "norm_eps": text.get("rms_norm_eps"),
-        "tie_word_embeddings": bool(config.get("tie_word_embeddings", text.data.get("tie_word_embeddings", False))),
+        "vocab_size": text.integer("vocab_size"),
+        "max_position_embeddings": text.integer("max_position_embeddings", "model_max_length"),
+        "norm_eps": text.real("rms_norm_eps"),
+        "tie_word_embeddings": top.flag("tie_word_embeddings", default=text.flag("tie_word_embeddings", default=False)),
         "layout": {"attention": attention, "ffn": ffn},
         "activation": _activation(text),
-        "residual": {"kind": "attention", "block_size": text.get("attn_res_block_size")}
+        "residual": {"kind": "attention", "block_size": text.integer("attn_res_block_size")}
         if "attn_res_block_size" in text.data
         else {"kind": "plain"},
     }
@@ -113,14 +177,14 @@ def derive_spec(
     if "mla" in attention:
         spec["mla"] = _mla(text, conventions)
     if "dense" in ffn:
-        spec["dense_intermediate_size"] = text.get("intermediate_size")
+        spec["dense_intermediate_size"] = text.integer("intermediate_size")
     if "moe" in ffn:
         spec["moe"] = _moe(text)
     spec["checkpoint"] = _naming(config, text, conventions, tensor_names, ffn)
     quant = text.data.get("quantization_config", config.get("quantization_config"))
     if quant is not None:
         spec["quantization"] = _quantization(quant, where)
-    if "vision_config" in config:
+    if config.get("vision_config") is not None:
         spec["passthrough"] = {
             "prefixes": conventions["passthrough"],
             "vision": _vision(config["vision_config"], where),
@@ -134,32 +198,64 @@ def derive_spec(
         raise InputError(validation_message(err, where)) from None
 
 
-def _identity(config: dict, text_config: dict | None, conventions: dict) -> dict:
+def _identity(config: dict, text_config: dict | None, conventions: dict, where: str) -> dict:
     # A bare config saved by transformers (no model attached) has no architectures: use the family's.
-    archs = config.get("architectures") or [conventions["architecture"]]
+    archs = _architectures(config, where) or [conventions["architecture"]]
     identity = {"architecture": archs[0], "model_type": config["model_type"]}
     if text_config is not None:
-        text_archs = text_config.get("architectures") or []
-        identity["text_model_type"] = text_config.get("model_type")
+        text_archs = _architectures(text_config, f"{where}: text_config")
+        text_type = text_config.get("model_type")
+        if text_type is not None and not (isinstance(text_type, str) and _MODEL_TYPE.fullmatch(text_type)):
+            raise InputError(f"{where}: text_config.model_type {_shown(text_type)} is not a model type name")
+        identity["text_model_type"] = text_type
         identity["text_architecture"] = text_archs[0] if text_archs else None
     return identity
 
 
+def _architectures(config: dict, where: str) -> list[str]:
+    """config["architectures"]: a list of class names. The first is written into generated code as a class name."""
+    archs = config.get("architectures")
+    if archs is None:
+        return []
+    if not isinstance(archs, list):
+        raise InputError(f"{where}: architectures must be a list of class names, got {_shown(archs)}")
+    if archs and not is_identifier(archs[0]):
+        raise InputError(f"{where}: architectures[0] {_shown(archs[0])} is not a Python class name")
+    return archs
+
+
+def _kinds(text: _Fields, key: str, names: dict[str, str]) -> tuple[str, ...]:
+    """A per-layer list of kind names (layer_types, mlp_layer_types), each one of `names`."""
+    values = text.data[key]
+    if not isinstance(values, list):
+        raise InputError(f"{text.where}: {key} must be a list of layer kinds, got {_shown(values)}")
+    for value in values:
+        if not isinstance(value, str) or value not in names:
+            raise InputError(f"{text.where}: {key} has unknown kind {_shown(value)} (known: {', '.join(names)})")
+    return tuple(names[v] for v in values)
+
+
+def _layer_list(linear: dict, key: str, where: str) -> list:
+    values = linear.get(key, [])
+    if not isinstance(values, list):
+        raise InputError(f"{where}.{key} must be a list of layer numbers, got {_shown(values)}")
+    return values
+
+
 def _attention_layout(text: _Fields, num_layers: int) -> str | dict:
     linear = text.data.get("linear_attn_config") or {}
+    where = f"{text.where}: linear_attn_config"
+    if not isinstance(linear, dict):
+        raise InputError(f"{where} must be an object, got {_shown(linear)}")
     lists = None
     if "kda_layers" in linear or "full_attn_layers" in linear:
         lists = from_index_lists(
-            {"kda": list(linear.get("kda_layers", [])), "mla": list(linear.get("full_attn_layers", []))},
+            {"kda": _layer_list(linear, "kda_layers", where), "mla": _layer_list(linear, "full_attn_layers", where)},
             num_layers,
-            f"{text.where}: linear_attn_config",
+            where,
         )
     if "layer_types" in text.data:
-        names = {"linear_attention": "kda", "full_attention": "mla"}
-        try:
-            typed = tuple(names[t] for t in text.data["layer_types"])
-        except KeyError as err:
-            raise InputError(f"{text.where}: layer_types has unknown kind {err.args[0]!r}") from None
+        typed = _kinds(text, "layer_types", {"linear_attention": "kda", "full_attention": "mla"})
         if len(typed) != num_layers:
             raise InputError(f"{text.where}: layer_types has {len(typed)} entries, num_hidden_layers is {num_layers}")
         if lists is not None and typed != lists:
@@ -174,18 +270,14 @@ def _attention_layout(text: _Fields, num_layers: int) -> str | dict:
 
 def _ffn_layout(text: _Fields, num_layers: int) -> str:
     if "mlp_layer_types" in text.data:
-        names = {"dense": "dense", "sparse": "moe", "moe": "moe"}
-        try:
-            kinds = tuple(names[t] for t in text.data["mlp_layer_types"])
-        except KeyError as err:
-            raise InputError(f"{text.where}: mlp_layer_types has unknown kind {err.args[0]!r}") from None
+        kinds = _kinds(text, "mlp_layer_types", {"dense": "dense", "sparse": "moe", "moe": "moe"})
         if len(kinds) != num_layers:
             raise InputError(
                 f"{text.where}: mlp_layer_types has {len(kinds)} entries, num_hidden_layers is {num_layers}"
             )
         return to_expression(kinds)
-    first_dense = int(text.get("first_k_dense_replace", default=0))
-    freq = int(text.get("moe_layer_freq", default=1))
+    first_dense = text.integer("first_k_dense_replace", default=0)
+    freq = text.integer("moe_layer_freq", default=1)
     if not 0 <= first_dense <= num_layers or freq < 1:
         raise InputError(f"{text.where}: first_k_dense_replace={first_dense} / moe_layer_freq={freq} out of range")
     kinds = tuple("dense" if i < first_dense or (i - first_dense) % freq else "moe" for i in range(num_layers))
@@ -193,12 +285,12 @@ def _ffn_layout(text: _Fields, num_layers: int) -> str:
 
 
 def _activation(text: _Fields) -> dict:
-    act = text.get("hidden_act")
+    act = text.text("hidden_act")
     if act == "situ":
         return {
             "kind": "situ",
-            "beta": text.get("activation_situ_beta"),
-            "linear_beta": text.get("activation_situ_linear_beta"),
+            "beta": text.real("activation_situ_beta"),
+            "linear_beta": text.real("activation_situ_linear_beta"),
         }
     if act == "silu":
         return {"kind": "silu"}
@@ -207,16 +299,19 @@ def _activation(text: _Fields) -> dict:
 
 def _kda(text: _Fields, conventions: dict) -> dict:
     linear = _Fields(text.data.get("linear_attn_config") or {}, f"{text.where}: linear_attn_config")
-    heads = int(_either(linear, "num_heads", text, "linear_num_heads"))
-    head_dim = int(_either(linear, "head_dim", text, "linear_head_dim"))
-    conv = int(_either(linear, "short_conv_kernel_size", text, "linear_conv_kernel_dim", default=4))
-    bound = linear.get("gate_lower_bound", default=None, required=False)
+    heads = _integer(_either(linear, "num_heads", text, "linear_num_heads"), f"{linear.where}: num_heads", MAX_DIM)
+    head_dim = _integer(_either(linear, "head_dim", text, "linear_head_dim"), f"{linear.where}: head_dim", MAX_DIM)
+    conv = _integer(
+        _either(linear, "short_conv_kernel_size", text, "linear_conv_kernel_dim", default=4),
+        f"{linear.where}: short_conv_kernel_size",
+    )
+    bound = linear.real("gate_lower_bound", default=None)
     gate = (
         {"kind": "safe", "lower_bound": bound, "rank": head_dim}
         if bound is not None
         else {"kind": "plain", "rank": head_dim}
     )
-    full_rank = bool(linear.get("use_full_rank_gate", default=False))
+    full_rank = linear.flag("use_full_rank_gate", default=False)
     pad_to = conventions["a_log_pad_to"]
     a_log_shape = [-(-heads // pad_to) * pad_to] if pad_to else [1, 1, heads, 1]
     return {
@@ -226,7 +321,7 @@ def _kda(text: _Fields, conventions: dict) -> dict:
         "gate": gate,
         "output_gate": {"kind": "full_rank"} if full_rank else {"kind": "low_rank", "rank": head_dim},
         "a_log_shape": a_log_shape,
-        "norm_eps": text.get("rms_norm_eps"),
+        "norm_eps": text.real("rms_norm_eps"),
     }
 
 
@@ -246,44 +341,44 @@ def _either(first: _Fields, first_key: str, second: _Fields, second_key: str, de
 
 
 def _mla(text: _Fields, conventions: dict) -> dict:
-    heads = int(text.get("num_attention_heads"))
+    heads = text.integer("num_attention_heads")
     kv_heads = text.get("num_key_value_heads", default=heads)
     if kv_heads not in (None, heads):
         raise InputError(f"{text.where}: num_key_value_heads={kv_heads} differs from num_attention_heads={heads} (MLA)")
     return {
         "num_heads": heads,
-        "q_lora_rank": text.get("q_lora_rank", default=None),
-        "kv_lora_rank": text.get("kv_lora_rank"),
-        "qk_nope_head_dim": text.get("qk_nope_head_dim"),
-        "qk_rope_head_dim": text.get("qk_rope_head_dim"),
-        "v_head_dim": text.get("v_head_dim"),
+        "q_lora_rank": text.integer("q_lora_rank", default=None),
+        "kv_lora_rank": text.integer("kv_lora_rank"),
+        "qk_nope_head_dim": text.integer("qk_nope_head_dim"),
+        "qk_rope_head_dim": text.integer("qk_rope_head_dim"),
+        "v_head_dim": text.integer("v_head_dim"),
         # transformers' kimi_linear is NoPE unconditionally and writes no mla_use_nope.
-        "nope": bool(text.get("mla_use_nope", default=True)),
-        "output_gate": bool(text.get("mla_use_output_gate", default=False)),
-        "norm_eps": conventions["mla_norm_eps"] or text.get("rms_norm_eps"),
+        "nope": text.flag("mla_use_nope", default=True),
+        "output_gate": text.flag("mla_use_output_gate", default=False),
+        "norm_eps": conventions["mla_norm_eps"] or text.real("rms_norm_eps"),
     }
 
 
 def _moe(text: _Fields) -> dict:
-    intermediate = int(text.get("moe_intermediate_size"))
-    shared = int(text.get("num_shared_experts", "n_shared_experts", default=0))
-    latent = text.get("routed_expert_hidden_size", default=None)
-    method = text.get("topk_method", default="noaux_tc")
+    intermediate = text.integer("moe_intermediate_size", limit=MAX_INTERMEDIATE)
+    shared = text.integer("num_shared_experts", "n_shared_experts", default=0)
+    latent = text.integer("routed_expert_hidden_size", default=None)
+    method = text.text("topk_method", default="noaux_tc")
     return {
-        "num_experts": text.get("num_experts", "num_local_experts", "n_routed_experts"),
-        "experts_per_token": text.get("num_experts_per_token", "num_experts_per_tok"),
+        "num_experts": text.integer("num_experts", "num_local_experts", "n_routed_experts"),
+        "experts_per_token": text.integer("num_experts_per_token", "num_experts_per_tok"),
         "expert_intermediate_size": intermediate,
         "num_shared_experts": shared,
         "shared_intermediate_size": intermediate * shared,
         "latent_size": latent,
-        "latent_norm": bool(text.get("latent_moe_use_norm", default=False)) if latent else False,
+        "latent_norm": text.flag("latent_moe_use_norm", default=False) if latent else False,
         "router": {
-            "activation": text.get("moe_router_activation_func", default="sigmoid"),
+            "activation": text.text("moe_router_activation_func", default="sigmoid"),
             "correction_bias": method == "noaux_tc",
-            "renormalize": bool(text.get("moe_renormalize", "norm_topk_prob", default=True)),
-            "scaling_factor": float(text.get("routed_scaling_factor", default=1.0)),
-            "num_groups": int(text.get("num_expert_group", "n_group", default=1)),
-            "topk_groups": int(text.get("topk_group", default=1)),
+            "renormalize": text.flag("moe_renormalize", "norm_topk_prob", default=True),
+            "scaling_factor": float(text.real("routed_scaling_factor", default=1.0)),
+            "num_groups": text.integer("num_expert_group", "n_group", default=1),
+            "topk_groups": text.integer("topk_group", default=1),
         },
     }
 
@@ -317,37 +412,53 @@ def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: Contai
 def _quantization(quant: dict, where: str) -> dict:
     q = _Fields(quant, f"{where}: quantization_config")
     groups = q.get("config_groups")
-    if not isinstance(groups, dict) or not groups:
+    if not isinstance(groups, dict):
+        raise InputError(
+            f"{where}: quantization_config.config_groups must be an object of groups, got {_shown(groups)}"
+        )
+    if not groups:
         raise InputError(f"{where}: quantization_config.config_groups is empty")
-    weights = [g.get("weights") or {} for g in groups.values()]
-    sizes = {w.get("group_size") for w in weights}
+    weights = []
+    for key, group in groups.items():
+        field = f"{where}: quantization_config.config_groups.{key}"
+        group = _Fields(group, field)
+        weights.append(_Fields(group.get("weights", default=None) or {}, f"{field}.weights"))
+    sizes = {w.integer("group_size", default=None) for w in weights}
     if len(sizes) != 1:
         raise InputError(f"{where}: quantization_config groups disagree on group_size {sorted(map(str, sizes))}")
-    bits = {w.get("num_bits") for w in weights}
+    bits = {w.integer("num_bits", default=None) for w in weights}
     if bits != {4}:
         raise InputError(f"{where}: quantization_config num_bits {sorted(map(str, bits))} is not supported (4)")
+    ignore = q.get("ignore", default=[])
+    if not isinstance(ignore, list):
+        raise InputError(f"{where}: quantization_config.ignore must be a list of names, got {_shown(ignore)}")
     return {
-        "method": q.get("quant_method"),
-        "format": q.get("format"),
+        "method": q.text("quant_method"),
+        "format": q.text("format"),
         "group_size": sizes.pop(),
-        "ignore": list(q.get("ignore", default=[])),
+        "ignore": ignore,
     }
 
 
 def _vision(vision: dict, where: str) -> dict:
     v = _Fields(vision, f"{where}: vision_config")
+    merge = v.get("merge_kernel_size")
+    if not isinstance(merge, list) or len(merge) != 2:
+        raise InputError(
+            f"{where}: vision_config.merge_kernel_size must be a list of two integers, got {_shown(merge)}"
+        )
     return {
-        "num_layers": v.get("vt_num_hidden_layers"),
-        "hidden_size": v.get("vt_hidden_size"),
-        "intermediate_size": v.get("vt_intermediate_size"),
-        "qkv_hidden_size": v.get("qkv_hidden_size"),
-        "num_heads": v.get("vt_num_attention_heads"),
-        "patch_size": v.get("patch_size"),
-        "pos_emb_height": v.get("init_pos_emb_height"),
-        "pos_emb_width": v.get("init_pos_emb_width"),
-        "pos_emb_time": v.get("init_pos_emb_time"),
-        "merge_kernel_size": v.get("merge_kernel_size"),
-        "mm_hidden_size": v.get("mm_hidden_size"),
+        "num_layers": v.integer("vt_num_hidden_layers"),
+        "hidden_size": v.integer("vt_hidden_size"),
+        "intermediate_size": v.integer("vt_intermediate_size"),
+        "qkv_hidden_size": v.integer("qkv_hidden_size"),
+        "num_heads": v.integer("vt_num_attention_heads"),
+        "patch_size": v.integer("patch_size"),
+        "pos_emb_height": v.integer("init_pos_emb_height"),
+        "pos_emb_width": v.integer("init_pos_emb_width"),
+        "pos_emb_time": v.integer("init_pos_emb_time"),
+        "merge_kernel_size": [_integer(m, f"{where}: vision_config.merge_kernel_size") for m in merge],
+        "mm_hidden_size": v.integer("mm_hidden_size"),
     }
 
 
@@ -363,5 +474,5 @@ def _token_ids(config: dict, text: _Fields) -> dict:
         if isinstance(value, list):  # transformers allows several eos ids; the first is the one generation stops on
             value = value[0] if value else None
         if value is not None:
-            ids[key] = value
+            ids[key] = _integer(value, f"{text.where}: {field}", MAX_TOKEN_ID, minimum=0)
     return ids

@@ -13,8 +13,21 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Literal
 
+from dayone.spec.bounds import (
+    MAX_DIM,
+    MAX_EXPERT_INSTANCES,
+    MAX_EXPERTS,
+    MAX_HEADS,
+    MAX_INTERMEDIATE,
+    MAX_LAYERS,
+    MAX_POSITIONS,
+    MAX_SHARDS,
+    MAX_SMALL,
+    MAX_TOKEN_ID,
+    MAX_VOCAB,
+)
 from dayone.spec.layout import from_index_lists, parse_expression
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 # Every string that reaches generated code or package metadata matches one of these patterns, checked where it
 # enters (a spec file or a derived config.json); the templates render them through `ident` / `py` as well.
@@ -39,6 +52,18 @@ def _not_keyword(text: str) -> str:
     return text
 
 
+def Count(limit: int, *, minimum: int = 1, **field):
+    """An integer field: an int in the config (never "93" or 93.0 or true), from `minimum` up to `limit`."""
+    return Field(strict=True, ge=minimum, le=limit, **field)
+
+
+def Real(**field):
+    """A float field: a finite number in the config, never a string."""
+    return Field(strict=True, allow_inf_nan=False, **field)
+
+
+SmallInt = Annotated[int, Count(MAX_SMALL)]
+LayerNumber = Annotated[int, Count(MAX_LAYERS)]
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN), AfterValidator(_not_keyword)]
 ModuleName = Annotated[str, StringConstraints(pattern=MODULE_PREFIX_PATTERN)]
 TensorName = Annotated[str, StringConstraints(pattern=TENSOR_NAME_PATTERN)]
@@ -62,8 +87,8 @@ class KDAGate(Strict):
     safe: lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), which keeps the decay inside (lower_bound, 0)."""
 
     kind: Literal["plain", "safe"]
-    lower_bound: float | None = None
-    rank: int = Field(gt=0, description="width of f_a_proj, the low-rank factor of the raw gate")
+    lower_bound: float | None = Real(default=None)
+    rank: int = Count(MAX_DIM, description="width of f_a_proj, the low-rank factor of the raw gate")
 
     @model_validator(mode="after")
     def _bound_matches_kind(self) -> KDAGate:
@@ -78,7 +103,7 @@ class KDAOutputGate(Strict):
     """sigmoid(gate(x)) multiplies the normed output: low_rank is g_b_proj(g_a_proj(x)), full_rank is g_proj(x)."""
 
     kind: Literal["low_rank", "full_rank"]
-    rank: int | None = Field(default=None, gt=0)
+    rank: int | None = Count(MAX_DIM, default=None)
 
     @model_validator(mode="after")
     def _rank_matches_kind(self) -> KDAOutputGate:
@@ -90,15 +115,15 @@ class KDAOutputGate(Strict):
 class KDASpec(Strict):
     """Kimi Delta Attention: gated delta rule with per-channel decay, short convs on q/k/v, gated RMSNorm out."""
 
-    num_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    conv_kernel_size: int = Field(gt=0)
+    num_heads: int = Count(MAX_HEADS)
+    head_dim: int = Count(MAX_DIM)
+    conv_kernel_size: int = Count(MAX_SMALL)
     gate: KDAGate
     output_gate: KDAOutputGate
-    a_log_shape: tuple[int, ...] = Field(
-        description="A_log as stored; entries past num_heads are padding and must be 0"
+    a_log_shape: tuple[Annotated[int, Count(MAX_DIM)], ...] = Field(
+        min_length=1, max_length=8, description="A_log as stored; entries past num_heads are padding and must be 0"
     )
-    norm_eps: float = Field(gt=0, description="eps of the per-head o_norm")
+    norm_eps: float = Real(gt=0, lt=1, description="eps of the per-head o_norm")
 
     @model_validator(mode="after")
     def _a_log_holds_every_head(self) -> KDASpec:
@@ -120,15 +145,15 @@ class KDASpec(Strict):
 class MLASpec(Strict):
     """Multi-head latent attention. With nope=True the 'rope' dims are used unrotated (no positional encoding)."""
 
-    num_heads: int = Field(gt=0)
-    q_lora_rank: int | None = Field(default=None, gt=0)
-    kv_lora_rank: int = Field(gt=0)
-    qk_nope_head_dim: int = Field(gt=0)
-    qk_rope_head_dim: int = Field(gt=0)
-    v_head_dim: int = Field(gt=0)
-    nope: bool = True
-    output_gate: bool = False
-    norm_eps: float = Field(gt=0, description="eps of q_a_layernorm and kv_a_layernorm")
+    num_heads: int = Count(MAX_HEADS)
+    q_lora_rank: int | None = Count(MAX_DIM, default=None)
+    kv_lora_rank: int = Count(MAX_DIM)
+    qk_nope_head_dim: int = Count(MAX_DIM)
+    qk_rope_head_dim: int = Count(MAX_DIM)
+    v_head_dim: int = Count(MAX_DIM)
+    nope: StrictBool = True
+    output_gate: StrictBool = False
+    norm_eps: float = Real(gt=0, lt=1, description="eps of q_a_layernorm and kv_a_layernorm")
 
     @property
     def qk_head_dim(self) -> int:
@@ -139,8 +164,8 @@ class Activation(Strict):
     """silu: silu(gate) * up. situ: beta*tanh(gate/beta)*sigmoid(gate) * linear_beta*tanh(up/linear_beta)."""
 
     kind: Literal["silu", "situ"]
-    beta: float | None = None
-    linear_beta: float | None = None
+    beta: float | None = Real(default=None, gt=0)
+    linear_beta: float | None = Real(default=None, gt=0)
 
     @model_validator(mode="after")
     def _betas_match_kind(self) -> Activation:
@@ -155,21 +180,23 @@ class RouterSpec(Strict):
     """Sigmoid (or softmax) scores; top-k chosen on score + correction bias; weights from the unbiased scores."""
 
     activation: Literal["sigmoid", "softmax"]
-    correction_bias: bool
-    renormalize: bool
-    scaling_factor: float
-    num_groups: int = Field(gt=0)
-    topk_groups: int = Field(gt=0)
+    correction_bias: StrictBool
+    renormalize: StrictBool
+    scaling_factor: float = Real()
+    num_groups: int = Count(MAX_EXPERTS)
+    topk_groups: int = Count(MAX_EXPERTS)
 
 
 class MoESpec(Strict):
-    num_experts: int = Field(gt=0)
-    experts_per_token: int = Field(gt=0)
-    expert_intermediate_size: int = Field(gt=0)
-    num_shared_experts: int = Field(ge=0)
-    shared_intermediate_size: int = Field(ge=0, description="total width of the shared experts, fused")
-    latent_size: int | None = Field(default=None, gt=0, description="routed experts run in this width (latent MoE)")
-    latent_norm: bool = False
+    num_experts: int = Count(MAX_EXPERTS)
+    experts_per_token: int = Count(MAX_EXPERTS)
+    expert_intermediate_size: int = Count(MAX_INTERMEDIATE)
+    num_shared_experts: int = Count(MAX_SMALL, minimum=0)
+    shared_intermediate_size: int = Count(
+        MAX_INTERMEDIATE, minimum=0, description="total width of the shared experts, fused"
+    )
+    latent_size: int | None = Count(MAX_DIM, default=None, description="routed experts run in this width (latent MoE)")
+    latent_norm: StrictBool = False
     router: RouterSpec
 
     @model_validator(mode="after")
@@ -187,7 +214,7 @@ class ResidualSpec(Strict):
     """plain: x + sublayer(x). attention: attention residuals over a bank of block snapshots (block_size layers)."""
 
     kind: Literal["plain", "attention"]
-    block_size: int | None = Field(default=None, gt=0)
+    block_size: int | None = Count(MAX_LAYERS, default=None)
 
     @model_validator(mode="after")
     def _block_matches_kind(self) -> ResidualSpec:
@@ -224,7 +251,7 @@ class QuantizationSpec(Strict):
     method: Literal["compressed-tensors"]
     format: Literal["mxfp4-pack-quantized"]
     num_bits: Literal[4] = 4
-    group_size: int = Field(gt=0)
+    group_size: int = Count(MAX_SMALL)
     scale_dtype: Literal["uint8"] = "uint8"
     ignore: tuple[Selector, ...] = ()
 
@@ -232,17 +259,17 @@ class QuantizationSpec(Strict):
 class VisionTower(Strict):
     """MoonViT dims: enough to name and size the tensors an integration passes through untouched."""
 
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    qkv_hidden_size: int = Field(gt=0)
-    num_heads: int = Field(gt=0)
-    patch_size: int = Field(gt=0)
-    pos_emb_height: int = Field(gt=0)
-    pos_emb_width: int = Field(gt=0)
-    pos_emb_time: int = Field(gt=0)
-    merge_kernel_size: tuple[int, int]
-    mm_hidden_size: int = Field(gt=0)
+    num_layers: int = Count(MAX_LAYERS)
+    hidden_size: int = Count(MAX_DIM)
+    intermediate_size: int = Count(MAX_INTERMEDIATE)
+    qkv_hidden_size: int = Count(MAX_INTERMEDIATE)
+    num_heads: int = Count(MAX_HEADS)
+    patch_size: int = Count(MAX_SMALL)
+    pos_emb_height: int = Count(MAX_DIM)
+    pos_emb_width: int = Count(MAX_DIM)
+    pos_emb_time: int = Count(MAX_DIM)
+    merge_kernel_size: tuple[SmallInt, SmallInt]
+    mm_hidden_size: int = Count(MAX_INTERMEDIATE)
 
 
 class Passthrough(Strict):
@@ -253,10 +280,10 @@ class Passthrough(Strict):
 
 
 class TokenIds(Strict):
-    bos: int | None = None
-    eos: int | None = None
-    pad: int | None = None
-    media_placeholder: int | None = None
+    bos: int | None = Count(MAX_TOKEN_ID, minimum=0, default=None)
+    eos: int | None = Count(MAX_TOKEN_ID, minimum=0, default=None)
+    pad: int | None = Count(MAX_TOKEN_ID, minimum=0, default=None)
+    media_placeholder: int | None = Count(MAX_TOKEN_ID, minimum=0, default=None)
 
 
 class HFIdentity(Strict):
@@ -271,15 +298,21 @@ class HFIdentity(Strict):
 class Layout(Strict):
     """Per-layer kinds, as an expression ("23 x [kda kda kda mla] + [mla]") or 1-based lists ({kda: [...], mla: [...]})."""
 
-    attention: str | dict[AttentionKind, list[int]]
-    ffn: str | dict[FFNKind, list[int]]
+    attention: (
+        Annotated[str, Field(max_length=4096)]
+        | dict[AttentionKind, Annotated[list[LayerNumber], Field(max_length=MAX_LAYERS)]]
+    )
+    ffn: (
+        Annotated[str, Field(max_length=4096)]
+        | dict[FFNKind, Annotated[list[LayerNumber], Field(max_length=MAX_LAYERS)]]
+    )
 
 
 class Release(Strict):
     """Facts of a published checkpoint that are not architecture: its repo and shard count."""
 
     repo: RepoId | None = None
-    num_shards: int | None = Field(default=None, gt=0)
+    num_shards: int | None = Count(MAX_SHARDS, default=None)
 
 
 @dataclass(frozen=True)
@@ -297,18 +330,18 @@ class ModelSpec(Strict):
 
     name: str = Field(pattern=SPEC_NAME_PATTERN)
     hf: HFIdentity
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    max_position_embeddings: int = Field(gt=0)
-    norm_eps: float = Field(gt=0)
-    tie_word_embeddings: bool = False
+    num_layers: int = Count(MAX_LAYERS)
+    hidden_size: int = Count(MAX_DIM)
+    vocab_size: int = Count(MAX_VOCAB)
+    max_position_embeddings: int = Count(MAX_POSITIONS)
+    norm_eps: float = Real(gt=0, lt=1)
+    tie_word_embeddings: StrictBool = False
     layout: Layout
     activation: Activation
     residual: ResidualSpec
     kda: KDASpec | None = None
     mla: MLASpec | None = None
-    dense_intermediate_size: int | None = Field(default=None, gt=0)
+    dense_intermediate_size: int | None = Count(MAX_INTERMEDIATE, default=None)
     moe: MoESpec | None = None
     checkpoint: CheckpointNaming
     quantization: QuantizationSpec | None = None
@@ -318,6 +351,10 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _parts_match_layout(self) -> ModelSpec:
+        if self.moe is not None and self.num_layers * self.moe.num_experts > MAX_EXPERT_INSTANCES:
+            raise ValueError(
+                f"num_layers x moe.num_experts = {self.num_layers * self.moe.num_experts} exceeds {MAX_EXPERT_INSTANCES}"
+            )
         attention, ffn = self.attention_kinds, self.ffn_kinds
         for name, kinds in (("layout.attention", attention), ("layout.ffn", ffn)):
             if len(kinds) != self.num_layers:

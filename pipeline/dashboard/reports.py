@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from dayone.commands.output import write_atomic
 from dayone.errors import InputError
+from dayone.redact import redact_data
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 STAGES = ("spec", "coverage", "generate", "compile", "validate", "package", "publish")
@@ -59,6 +60,12 @@ class Report(BaseModel):
     status: Literal["pass", "fail"]
     created: datetime
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("details")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        # Details quote servers and tools; a report written or read in a process holding a token never shows it.
+        return redact_data(value)
 
     @field_validator("created")
     @classmethod

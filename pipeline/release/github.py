@@ -17,15 +17,23 @@ import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import github3
 import requests
 from dayone.errors import InputError
+from dayone.redact import server_text
 from dayone.release import PublishError
 from dayone.release.assets import LocalAsset, local_assets
 from github3 import exceptions as gh_errors
+from github3.session import GitHubSession
+from requests.adapters import HTTPAdapter, Retry
 
 GHE_API_SUFFIX = "/api/v3"  # github3.GitHubEnterprise appends it to the instance URL itself
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0  # an upload's answer comes after the whole body is sent; the timeout is between reads
+RETRIES = 3  # after the first try; with BACKOFF_S waits of 0, 1 and 2 s
+BACKOFF_S = 0.5
 
 
 @dataclass
@@ -57,12 +65,43 @@ class PublishResult:
 
 def connect(token: str | None, api_url: str | None) -> github3.GitHub:
     """A client for github.com, or for the GitHub Enterprise instance (or test server) at api_url. api_url may be the
-    instance URL or its API root (".../api/v3")."""
+    instance URL or its API root (".../api/v3"). Every request has a timeout; reads are retried on 5xx and timeouts
+    with exponential backoff, a bounded number of times (a Retry-After header cannot stretch the wait)."""
+    session = GitHubSession(default_connect_timeout=CONNECT_TIMEOUT_S, default_read_timeout=READ_TIMEOUT_S)
+    adapter = HTTPAdapter(max_retries=_retries())
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
     if not api_url:
-        return github3.GitHub(token=token or "")
-    base = api_url.rstrip("/")
-    base = base.removesuffix(GHE_API_SUFFIX)
-    return github3.GitHubEnterprise(base, token=token or "")
+        return github3.GitHub(token=token or "", session=session)
+    return github3.GitHubEnterprise(api_base(api_url), token=token or "", session=session)
+
+
+def api_base(api_url: str) -> str:
+    """The instance URL of --api-url; a URL that is not http(s)://host[:port][/path] is bad input."""
+    try:
+        parts = urlsplit(api_url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise InputError(f"--api-url {api_url!r}: expected an http(s) URL such as https://github.example.com")
+    return api_url.rstrip("/").removesuffix(GHE_API_SUFFIX)
+
+
+def _retries() -> Retry:
+    return Retry(
+        total=RETRIES,
+        connect=RETRIES,
+        read=RETRIES,
+        status=RETRIES,
+        backoff_factor=BACKOFF_S,
+        backoff_max=8 * BACKOFF_S,
+        status_forcelist=(500, 502, 503, 504),
+        allowed_methods=frozenset({"GET", "HEAD"}),  # a create or an upload is not repeated blindly
+        respect_retry_after_header=False,
+        raise_on_status=False,  # the last 5xx answer reaches github3, which names its status
+    )
 
 
 def publish(
@@ -149,15 +188,39 @@ def _download_sha256(asset) -> str:
 
 @contextlib.contextmanager
 def _api_errors(repo_slug: str, tag: str) -> Iterator[None]:
-    """One line per failure. Messages are built from status codes and GitHub's own message, never from the request,
-    so the token cannot leak into them."""
+    """One line per failure, exit 1 for the remote side and 2 for our input. Text the server sent is quoted only
+    through `server_text` (redacted, one line, bounded): an API that echoes request headers would show the token."""
+    where = f"release {tag} of {repo_slug}"
     try:
         yield
     except gh_errors.NotFoundError as err:
         raise InputError(f"--repo {repo_slug}: not found, or the token cannot see it ({err.code})") from None
     except gh_errors.AuthenticationFailed as err:
-        raise InputError(f"GITHUB_TOKEN: rejected by the API ({err.code} {err.msg})") from None
+        raise InputError(f"GITHUB_TOKEN: rejected by the API ({err.code} {server_text(err.msg)})") from None
+    except (gh_errors.UnexpectedResponse, gh_errors.UnprocessableResponseBody, gh_errors.IncompleteResponse):
+        raise PublishError(f"{where}: the API answered with something that is not GitHub's JSON") from None
     except gh_errors.GitHubError as err:
-        raise PublishError(f"release {tag} of {repo_slug}: GitHub API error {err.code}: {err.msg}") from None
-    except requests.RequestException as err:
-        raise PublishError(f"release {tag} of {repo_slug}: cannot reach the API ({type(err).__name__})") from None
+        raise PublishError(f"{where}: GitHub API error {err.code}: {server_text(err.msg)}") from None
+    except gh_errors.ConnectionError as err:
+        raise PublishError(f"{where}: {_connection_failure(err.exception)}") from None
+    except gh_errors.TransportError as err:
+        raise InputError(f"--api-url: cannot make a request ({type(err.exception).__name__})") from None
+    except requests.RequestException as err:  # raised outside github3's wrapper (an asset download)
+        raise PublishError(f"{where}: {_connection_failure(err)}") from None
+    except (KeyError, TypeError, AttributeError):  # a JSON answer of the wrong shape, met deeper in github3
+        raise PublishError(f"{where}: the API answered with JSON of an unexpected shape") from None
+
+
+def _connection_failure(err: BaseException) -> str:
+    """What went wrong on the way to the API, in words; requests' own text (URLs, addresses) is left out."""
+    tries = f"after {RETRIES + 1} tries"
+    if isinstance(err, requests.exceptions.SSLError):
+        return "TLS handshake with the API failed (certificate or protocol)"
+    cause = repr(err)  # requests keeps urllib3's reason (a timeout, a DNS failure) only in the text
+    if isinstance(err, requests.exceptions.Timeout) or "TimeoutError" in cause:
+        return f"the API did not answer in time ({tries})"
+    if "NameResolution" in cause or "Name or service not known" in cause:
+        return f"cannot resolve the API's host name ({tries})"
+    if isinstance(err, requests.exceptions.RetryError):
+        return f"the API kept failing ({tries})"
+    return f"cannot connect to the API ({tries})"

@@ -46,13 +46,21 @@ def upload_to_hub(folder: Path, repo_id: str, *, token: str | None, dry_run: boo
         return result
     if not token:
         raise InputError("--hf-repo: HF_TOKEN is not set (use --dry-run to see what would be uploaded)")
+    import httpx2
     from huggingface_hub import HfApi  # imported here: the dry run must not need (or touch) the Hub
     from huggingface_hub.errors import HfHubHTTPError
 
+    # Messages name the status or the kind of failure, never the server's text: it may echo the request's headers.
     try:
         info = HfApi(token=token).upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message)
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
         raise PublishError(f"--hf-repo {repo_id}: the Hub refused the upload (HTTP {status})") from None
+    except httpx2.TimeoutException:
+        raise PublishError(f"--hf-repo {repo_id}: the Hub did not answer in time") from None
+    except (httpx2.HTTPError, OSError) as err:
+        raise PublishError(f"--hf-repo {repo_id}: cannot reach the Hub ({type(err).__name__})") from None
+    except (ValueError, KeyError, TypeError):  # a 200 whose body is not the JSON the Hub sends
+        raise PublishError(f"--hf-repo {repo_id}: the Hub answered with something that is not its JSON") from None
     result.commit_url = getattr(info, "commit_url", None) or str(info)
     return result

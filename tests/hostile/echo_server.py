@@ -1,0 +1,73 @@
+"""A local HTTP server that fails on purpose, quoting the request's headers (the token among them) in its answer.
+
+Modes: "json-<status>" (GitHub-style {"message": ...}), "text-<status>" (a plain body), "html-200" (a 200 that is
+not JSON), "list-200" (JSON of the wrong shape), "hang" (accepts, never answers), "close" (hangs up at once).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
+
+
+class EchoServer:
+    def __init__(self, mode: str = "json-500") -> None:
+        self.mode = mode
+        self.requests: list[tuple[str, str]] = []
+        self._closing = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self) -> None:
+                server.requests.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                echoed = "".join(f"{k}: {v}\n" for k, v in self.headers.items())
+                kind, _, status = server.mode.partition("-")
+                if kind == "hang":
+                    server._closing.wait(30)
+                    return
+                if kind == "close":
+                    self.close_connection = True
+                    return
+                if kind == "json":
+                    body = json.dumps({"message": f"Bad credentials; you sent:\n{echoed}", "errors": [echoed]})
+                elif kind == "list":
+                    body = json.dumps([echoed])
+                else:
+                    body = f"<html>upstream error\n{echoed}</html>"
+                data = body.encode()
+                self.send_response(int(status))
+                self.send_header("Content-Type", "application/json" if kind in ("json", "list") else "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Retry-After", "3600")  # must not stretch our retries
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = do_HEAD = _answer
+
+        return Handler
