@@ -50,7 +50,10 @@ def short_conv_update_torch(x, weight, conv_state_pool, slots, intermediate_stat
     idx = slots.long()[live]
     window = torch.cat([conv_state_pool[idx].float().transpose(1, 2), xs[live].float()], dim=1)  # [n, W - 1 + T, D]
     y = torch.zeros_like(xs)
-    y[live] = window_conv(window, weight, T).to(x.dtype)
+    # One token at a time on a contiguous [n, W, D] window, as decode (T = 1) does: verify's outputs are then
+    # bitwise decode's on any CPU (a tensor's vector-loop tail, which depends on its size, rounds differently).
+    for t in range(T):
+        y[live, t] = window_conv(window[:, t : t + W].contiguous(), weight, 1)[:, 0].to(x.dtype)
     if intermediate_states is None:
         conv_state_pool[idx] = window[:, T:].transpose(1, 2).to(conv_state_pool.dtype)
     else:  # the state after token t is window[t + 1 : t + W], as [D, W - 1]

@@ -5,6 +5,10 @@ window state in one pool) and the KDA recurrence (its state in another). Greedy 
 step and verifies them must give exactly the tokens, outputs and states of one-token-at-a-time greedy decoding.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from dayone.kernels.kda import commit_accepted, kda_decode
@@ -105,3 +109,14 @@ def test_draft_and_verify_matches_greedy_decoding(backend):
         assert torch.equal(conv_pool[slot], conv_after[used][slot]), f"conv state of request {n}"
         assert torch.equal(kda_pool[slot], kda_after[used][slot]), f"KDA state of request {n}"
     assert torch.equal(conv_pool[[0, 2]], untouched[0]) and torch.equal(kda_pool[[0, 2]], untouched[1])
+
+
+@pytest.mark.parametrize("capability", ["avx2", "default"])
+def test_bitwise_without_avx512(capability):
+    """The same test with torch's CPU kernels limited to AVX2 (or to no vectors at all), as on CPUs without AVX-512:
+    vector width changes which elements take the scalar tail, and the equality must not depend on it."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    node = f"{__file__}::test_draft_and_verify_matches_greedy_decoding[torch]"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:]
