@@ -1,7 +1,8 @@
 """The Megatron model of a spec, built from megatron-core's own pieces (needs megatron-core 0.16.1 importable).
 
-    from dayone.adapters.megatron import build_model, transformer_config
-    model = build_model(spec)                      # after parallel_state.initialize_model_parallel(...)
+    from dayone.adapters.megatron import block_spec, build_model, transformer_config
+    model = build_model(spec)            # megatron-core's GPTModel, after parallel_state.initialize_model_parallel
+    block_spec(spec)                     # its decoder's TransformerBlockSubmodules (Miles' --spec, Bridge's provider)
 
 Megatron-core supplies the config (MLATransformerConfig), ModuleSpec layer specs, MLA self-attention, the MoE layer
 with its token dispatcher and router, shared experts, parallel linears and the embedding; the modules megatron-core
@@ -11,7 +12,7 @@ and call dayone's kernels (Triton on a GPU, their torch counterparts on a CPU).
 Parameter names are the weight map's megatron layout: one table feeds Miles, Megatron-Bridge and this model.
 """
 
-__all__ = ["HybridGPTModel", "build_model", "transformer_config"]
+__all__ = ["block_spec", "build_model", "transformer_config"]
 
 
 def __getattr__(name: str):
@@ -20,8 +21,12 @@ def __getattr__(name: str):
         from dayone.adapters.megatron.config import transformer_config
 
         return transformer_config
-    if name in ("HybridGPTModel", "build_model"):
-        from dayone.adapters.megatron import model
+    if name == "build_model":
+        from dayone.adapters.megatron.model import build_model
 
-        return getattr(model, name)
+        return build_model
+    if name == "block_spec":
+        from dayone.adapters.megatron.layer_specs import block_spec
+
+        return block_spec
     raise AttributeError(name)

@@ -1,16 +1,15 @@
 """The megatron-core config of a spec: an MLATransformerConfig with the spec's sizes, MoE and parallel settings.
 
-The fields are megatron-core's own (the names Miles passes as dashed arguments and Megatron-Bridge providers set);
-what megatron-core has no field for (KDA, attention residuals, SiTU, the latent norm) travels in the layer specs'
-params (`layer_specs.py`), read from the spec.
+`model_fields(spec)` are the TransformerConfig fields the spec decides (one truth for this model, the Megatron-Bridge
+provider and Miles' arguments); `transformer_config` adds the run's parallel sizes and dtype and builds the config.
+What megatron-core has no field for (KDA, attention residuals, SiTU, the latent norm) travels in the layer specs'
+params (`layer_specs.py`), read from the spec. Importing this module does not import megatron-core.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from dayone.spec.schema import ModelSpec
-from megatron.core.transformer.transformer_config import MLATransformerConfig
 
 
 def transformer_config(
@@ -19,9 +18,31 @@ def transformer_config(
     expert_parallel: int = 1,
     dtype: torch.dtype = torch.float32,
     cpu: bool | None = None,
-) -> MLATransformerConfig:
-    """cpu: initialise weights on the CPU (default: when no GPU is present)."""
+):
+    """The MLATransformerConfig of one run. cpu: initialise weights on the CPU (default: when no GPU is present)."""
+    import torch.nn.functional as F
+    from megatron.core.transformer.transformer_config import MLATransformerConfig
+
     cpu = not torch.cuda.is_available() if cpu is None else cpu
+    fields = model_fields(spec) | {
+        # The gated activation (SiTU or SiLU-and-mul) is a module of the MLP specs; megatron-core calls such a module
+        # with the whole [gate | up] output when use_te_activation_func is set (the name is historical).
+        "activation_func": F.silu,
+        "use_te_activation_func": True,
+        "tensor_model_parallel_size": tensor_parallel,
+        "expert_model_parallel_size": expert_parallel,
+        "params_dtype": dtype,
+        "bf16": dtype == torch.bfloat16,
+        "use_cpu_initialization": cpu,
+    }
+    if spec.moe is not None:
+        # alltoall (Miles' choice) creates a CUDA stream when built; allgather runs on a CPU
+        fields["moe_token_dispatcher_type"] = "allgather" if cpu else "alltoall"
+    return MLATransformerConfig(**fields)
+
+
+def model_fields(spec: ModelSpec) -> dict:
+    """TransformerConfig / MLATransformerConfig fields of the spec's model (no run settings)."""
     mla = spec.mla
     moe = spec.moe
     kwargs: dict = {
@@ -33,10 +54,6 @@ def transformer_config(
         "layernorm_epsilon": spec.norm_eps,
         "add_bias_linear": False,
         "gated_linear_unit": True,
-        # The gated activation (SiTU or SiLU-and-mul) is a module of the MLP specs; megatron-core calls such a module
-        # with the whole [gate | up] output when use_te_activation_func is set (the name is historical).
-        "activation_func": F.silu,
-        "use_te_activation_func": True,
         "bias_activation_fusion": False,
         "masked_softmax_fusion": False,
         "bias_dropout_fusion": False,
@@ -45,13 +62,8 @@ def transformer_config(
         "gradient_accumulation_fusion": False,
         "hidden_dropout": 0.0,
         "attention_dropout": 0.0,
-        "tensor_model_parallel_size": tensor_parallel,
-        "expert_model_parallel_size": expert_parallel,
         "expert_tensor_parallel_size": 1,  # experts are spread by expert parallelism, never split (weight map)
         "sequence_parallel": False,
-        "params_dtype": dtype,
-        "bf16": dtype == torch.bfloat16,
-        "use_cpu_initialization": cpu,
         "transformer_impl": "local",
     }
     if mla is not None:
@@ -70,7 +82,15 @@ def transformer_config(
             "mscale_all_dim": 0.0,
         }
     if moe is not None:
+        router = moe.router
+        if router.activation == "sigmoid" and not router.renormalize and moe.experts_per_token > 1:
+            # megatron-core renormalises the chosen sigmoid scores whenever top-k > 1
+            raise ValueError(
+                f"spec {spec.name}: moe.router.renormalize false with sigmoid scores has no megatron-core form"
+            )
         kwargs |= {
+            # softmax: top-k of the logits then softmax (renormalised), or softmax then top-k (pre_softmax)
+            "moe_router_pre_softmax": router.activation == "softmax" and not router.renormalize,
             "num_moe_experts": moe.num_experts,
             "moe_router_topk": moe.experts_per_token,
             "moe_ffn_hidden_size": moe.expert_intermediate_size,
@@ -85,12 +105,10 @@ def transformer_config(
             "moe_router_dtype": "fp32",
             "moe_router_load_balancing_type": "none",
             "moe_aux_loss_coeff": 0.0,
-            # alltoall (Miles' choice) creates a CUDA stream when built; allgather runs on a CPU
-            "moe_token_dispatcher_type": "allgather" if cpu else "alltoall",
             "moe_grouped_gemm": False,
             "moe_permute_fusion": False,
             # The latent projections are modules of our MoE layer (megatron-core builds them only with
             # TransformerEngine); the latent width reaches the experts through the layer spec.
             "moe_latent_size": None,
         }
-    return MLATransformerConfig(**kwargs)
+    return kwargs

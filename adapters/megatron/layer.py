@@ -1,29 +1,21 @@
 """One decoder layer: megatron-core's TransformerLayer (its submodules built from the layer spec) with the residual
-stream of the spec: plain, or attention residuals.
+stream of the spec, inside megatron-core's own TransformerBlock.
 
 Plain:     h += attn(input_layernorm(h));  h += mlp(pre_mlp_layernorm(h))     (dropout 0: bias-dropout-add is +)
 Attention: each sublayer reads RMSNorm(a softmax mix of the block snapshots and the running prefix) instead of h
            (`AttentionResidual`, dayone's `attn_res_aggregate`); at a snapshot layer the old prefix joins the bank
-           and the attention output starts the new prefix. The bank travels between layers in a `ResidualStream`.
+           and the attention output starts the new prefix. The bank [s, b, n, D] travels from layer to layer as
+           TransformerBlock's `context` (each layer returns (hidden_states, context)); the last layer mixes the
+           stream once more (`final_attn_res`), so TransformerBlock's final_layernorm reads the mix.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import torch
 from dayone.kernels.attn_residual import attn_res_aggregate, combined_score_weight
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.transformer_layer import TransformerLayer
-
-
-@dataclass
-class ResidualStream:
-    """prefix [s, b, D]: the hidden state (plain residuals use nothing else); bank: the snapshots before it."""
-
-    prefix: torch.Tensor
-    bank: list[torch.Tensor] = field(default_factory=list)
 
 
 class AttentionResidual(MegatronModule):
@@ -40,20 +32,24 @@ class AttentionResidual(MegatronModule):
         if config.perform_initialization:
             config.init_method(self.proj.weight.data)
 
-    def forward(self, stream: ResidualStream, norm_weight: torch.Tensor) -> torch.Tensor:
-        """RMSNorm(mix of the stream; norm_weight) [s, b, D]: the input of the sublayer behind this point."""
-        s, b, D = stream.prefix.shape
-        prefix = stream.prefix.reshape(s * b, D)
-        bank = torch.stack([t.reshape(s * b, D) for t in stream.bank], dim=1) if stream.bank else None
+    def forward(self, prefix: torch.Tensor, bank: torch.Tensor, norm_weight: torch.Tensor | None) -> torch.Tensor:
+        """prefix [s, b, D], bank [s, b, n, D] -> RMSNorm(the mix; norm_weight) [s, b, D] (norm_weight None: the mix)."""
+        s, b, D = prefix.shape
         w_comb = combined_score_weight(self.norm.weight, self.proj.weight)
-        return attn_res_aggregate(bank, prefix, w_comb, norm_weight, self.eps).reshape(s, b, D)
+        rows = bank.reshape(s * b, -1, D) if bank.shape[2] else None
+        if norm_weight is None:
+            # the output mix alone: TransformerBlock's final_layernorm normalises it
+            ones = prefix.new_ones(D)
+            out = attn_res_aggregate(rows, prefix.reshape(s * b, D), w_comb, ones, self.eps, return_mixed=True)
+            return out[1].to(prefix.dtype).reshape(s, b, D)
+        return attn_res_aggregate(rows, prefix.reshape(s * b, D), w_comb, norm_weight, self.eps).reshape(s, b, D)
 
 
 class HybridTransformerLayer(TransformerLayer):
     """TransformerLayer with the spec's residual stream. `snapshot`: this layer starts a new attention-residual
-    block; `attention_residual_eps` None: plain residuals."""
+    block; `final`: the last layer (mixes the stream for the final norm); `attention_residual_eps` None: plain."""
 
-    def __init__(self, config, submodules, layer_number: int = 1, snapshot: bool = False,
+    def __init__(self, config, submodules, layer_number: int = 1, snapshot: bool = False, final: bool = False,
                  attention_residual_eps: float | None = None, **kwargs):  # fmt: skip
         super().__init__(config, submodules, layer_number, **kwargs)
         self.snapshot = snapshot
@@ -61,25 +57,33 @@ class HybridTransformerLayer(TransformerLayer):
         if self.attention_residuals:
             self.attn_res = AttentionResidual(config, attention_residual_eps)
             self.mlp_res = AttentionResidual(config, attention_residual_eps)
+            if final:
+                self.final_attn_res = AttentionResidual(config, attention_residual_eps)
 
-    def forward(self, stream: ResidualStream, attention_mask=None, packed_seq_params=None, **_) -> ResidualStream:
-        if self.attention_residuals:
-            h = self.attn_res(stream, self.input_layernorm.weight)
-        else:
-            h = self.input_layernorm(stream.prefix)
-        attn, bias = self.self_attention(h, attention_mask=attention_mask, packed_seq_params=packed_seq_params)
-        if bias is not None:
-            attn = attn + bias
+    def forward(self, hidden_states, attention_mask=None, context=None, packed_seq_params=None, **_):
+        """hidden_states [s, b, D] (the running prefix), context: the bank [s, b, n, D] or None ->
+        (hidden_states, context) as TransformerBlock threads them."""
         if not self.attention_residuals:
-            stream = ResidualStream(stream.prefix + attn)
-            h = self.pre_mlp_layernorm(stream.prefix)
+            h = self.input_layernorm(hidden_states)
+            hidden_states = hidden_states + self._attention(h, attention_mask, packed_seq_params)
+            return hidden_states + self._mlp(self.pre_mlp_layernorm(hidden_states)), context
+        prefix = hidden_states
+        bank = context if context is not None else prefix.new_empty(*prefix.shape[:2], 0, prefix.shape[-1])
+        attn = self._attention(self.attn_res(prefix, bank, self.input_layernorm.weight), attention_mask,
+                               packed_seq_params)  # fmt: skip
+        if self.snapshot:
+            bank, prefix = torch.cat([bank, prefix.unsqueeze(2)], dim=2), attn
         else:
-            if self.snapshot:
-                stream = ResidualStream(attn, [*stream.bank, stream.prefix])
-            else:
-                stream = ResidualStream(stream.prefix + attn, stream.bank)
-            h = self.mlp_res(stream, self.pre_mlp_layernorm.weight)
+            prefix = prefix + attn
+        prefix = prefix + self._mlp(self.mlp_res(prefix, bank, self.pre_mlp_layernorm.weight))
+        if hasattr(self, "final_attn_res"):
+            prefix = self.final_attn_res(prefix, bank, None)
+        return prefix, bank
+
+    def _attention(self, h, attention_mask, packed_seq_params) -> torch.Tensor:
+        out, bias = self.self_attention(h, attention_mask=attention_mask, packed_seq_params=packed_seq_params)
+        return out if bias is None else out + bias
+
+    def _mlp(self, h) -> torch.Tensor:
         out, bias = self.mlp(h)
-        if bias is not None:
-            out = out + bias
-        return ResidualStream(stream.prefix + out, stream.bank)
+        return out if bias is None else out + bias

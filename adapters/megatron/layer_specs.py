@@ -22,6 +22,7 @@ from megatron.core.transformer.moe.router import TopKRouter
 from megatron.core.transformer.moe.shared_experts import SharedExpertMLP
 from megatron.core.transformer.multi_latent_attention import MLASelfAttentionSubmodules
 from megatron.core.transformer.spec_utils import ModuleSpec
+from megatron.core.transformer.transformer_block import TransformerBlockSubmodules
 from megatron.core.transformer.transformer_layer import TransformerLayerSubmodules
 
 
@@ -92,8 +93,8 @@ ATTENTION_SPECS = {"kda": kda_spec, "mla": mla_spec}
 FFN_SPECS = {"dense": dense_spec, "moe": moe_spec}
 
 
-def block_spec(spec: ModelSpec, attention_specs=None, ffn_specs=None) -> tuple[list[ModuleSpec], float | None]:
-    """(one ModuleSpec per layer, the attention-residual eps or None for plain residuals)."""
+def block_spec(spec: ModelSpec, attention_specs=None, ffn_specs=None) -> TransformerBlockSubmodules:
+    """One ModuleSpec per layer and the final norm, for megatron-core's TransformerBlock (GPTModel's decoder)."""
     attention_specs = ATTENTION_SPECS if attention_specs is None else attention_specs
     ffn_specs = FFN_SPECS if ffn_specs is None else ffn_specs
     residual_eps = spec.norm_eps if spec.residual.kind == "attention" else None
@@ -106,16 +107,10 @@ def block_spec(spec: ModelSpec, attention_specs=None, ffn_specs=None) -> tuple[l
                 raise ValueError(f"layer {layer.index}: no Megatron layer spec for layer kind {kind!r}")
             if kind not in built:
                 built[kind] = table[kind](spec)
-        layers.append(
-            ModuleSpec(
-                module=HybridTransformerLayer,
-                params={"snapshot": layer.snapshot, "attention_residual_eps": residual_eps},
-                submodules=TransformerLayerSubmodules(
-                    input_layernorm=norm,
-                    self_attention=built[layer.attention],
-                    pre_mlp_layernorm=norm,
-                    mlp=built[layer.ffn],
-                ),
-            )
+        params = {"snapshot": layer.snapshot, "final": layer.index == spec.num_layers - 1,
+                  "attention_residual_eps": residual_eps}  # fmt: skip
+        submodules = TransformerLayerSubmodules(
+            input_layernorm=norm, self_attention=built[layer.attention], pre_mlp_layernorm=norm, mlp=built[layer.ffn]
         )
-    return layers, residual_eps
+        layers.append(ModuleSpec(module=HybridTransformerLayer, params=params, submodules=submodules))
+    return TransformerBlockSubmodules(layer_specs=layers, layer_norm=norm)

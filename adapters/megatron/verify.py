@@ -128,7 +128,7 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     training = tp == 1  # megatron-core refuses MoE with TP > 1 in training without sequence parallelism
     model.train(training)
     with torch.set_grad_enabled(training):
-        logits = model(ids)
+        logits = model(ids, position_ids=None, attention_mask=None)
     full = _gather_vocab(logits.detach() if not training else logits, tp)
     logp = F.log_softmax(full.float(), -1)
     lp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]

@@ -71,8 +71,9 @@ class TrainingModel(nn.Module):
 def bind(model: SpecModel, spec: ModelSpec, params: dict[str, torch.Tensor]) -> None:
     """Point every weight of `model` at its Megatron parameter (views, so gradients flow), then rebuild the derived
     tensors from them."""
-    _bind_part(model.embed_tokens, params, MEGATRON_GLOBAL, None)
-    _bind_part(model.head, params, MEGATRON_GLOBAL, None)
+    names = {role: name.format(last=spec.num_layers - 1) for role, name in MEGATRON_GLOBAL.items()}
+    _bind_part(model.embed_tokens, params, names, None)
+    _bind_part(model.head, params, names, None)
     for layer in model.layers:
         _bind_part(layer, params, {r: f"decoder.layers.{layer.index}.{n}" for r, (n, _) in MEGATRON_LAYER.items()},
                    layer.index)  # fmt: skip

@@ -45,8 +45,9 @@ VLLM_KDA_IN_PROJ_ALIGN = {"full_rank": 16, "low_rank": 1}
 MEGATRON_GLOBAL = {
     "embed": "embedding.word_embeddings.weight",
     "final_norm": "decoder.final_layernorm.weight",
-    "output_res.norm": "decoder.final_attn_res.norm.weight",
-    "output_res.proj": "decoder.final_attn_res.proj.weight",
+    # the output mix belongs to the last layer: megatron-core's TransformerBlock has only its final norm
+    "output_res.norm": "decoder.layers.{last}.final_attn_res.norm.weight",
+    "output_res.proj": "decoder.layers.{last}.final_attn_res.proj.weight",
     "lm_head": "output_layer.weight",
 }
 # role -> (parameter under decoder.layers.{i}., fused part index or None)
@@ -164,7 +165,7 @@ def megatron_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place
     if role.startswith("passthrough"):
         return Place(source)
     if role in MEGATRON_GLOBAL:
-        return Place(MEGATRON_GLOBAL[role])
+        return Place(MEGATRON_GLOBAL[role].format(last=spec.num_layers - 1))
     if role.startswith("moe.expert."):
         proj, kind = role.split(".")[2], (role.split(".")[3] if role.count(".") == 3 else None)
         stem, part = MEGATRON_EXPERTS[proj]
