@@ -17,6 +17,10 @@
    where exp(G_last - G_i) is likewise the decay summed over (i, last].
 Intermediates are fp32 so the only rounding to the input dtype is the output. Decay factors are floored at
 exp(MIN_LOG_DECAY), as in torch_chunk.py, which moves a result by at most e^-60 times the term it scales.
+Every tl.dot takes fp32 tiles, which a GPU would multiply in TF32 (10 mantissa bits, ~5e-4 relative per product) by
+default: with fp32 inputs the dots run in IEEE fp32, since the fp32 reference is the judge (1e-4 relative RMS, the
+fp32_kernel row); with bf16/fp16 inputs (8 or 11 mantissa bits, already rounded) TF32 loses nothing the inputs had
+and keeps the tensor cores. The interpreter computes every dot in fp32 whatever it is told (docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -35,6 +39,15 @@ MIN_LOG_DECAY = tl.constexpr(-60.0)
 def decay(log_decay):
     """exp of a (summed) log-decay, floored at exp(MIN_LOG_DECAY)."""
     return tl.exp(tl.maximum(log_decay, MIN_LOG_DECAY))
+
+
+@triton.jit
+def dot(a, b, IEEE: tl.constexpr):
+    """a @ b of fp32 tiles: IEEE fp32 for fp32 inputs, TF32 for 16-bit ones (the module docstring says why)."""
+    if IEEE:
+        return tl.dot(a, b, input_precision="ieee")
+    else:
+        return tl.dot(a, b, input_precision="tf32")
 
 
 @triton.jit
@@ -64,6 +77,7 @@ def kda_chunk_prepare_kernel(
 ):  # fmt: skip
     BS: tl.constexpr = 16
     NS: tl.constexpr = BT // BS
+    IEEE: tl.constexpr = q.dtype.element_ty == tl.float32
     i_c = tl.program_id(0)
     i_h = tl.program_id(1)
     i_n = tl.load(chunk_indices + 2 * i_c)
@@ -129,8 +143,8 @@ def kda_chunk_prepare_kernel(
         left = tl.where((sub == a)[:, None], decay(tl.cumsum(tl.where((rows > a * BS - 1)[:, None], b_g, 0.0), 0)), 0.0)
         right = tl.cumsum(tl.where((rows < a * BS - 1)[:, None], b_gn, 0.0), 0, reverse=True)
         b_kr = tl.trans(tl.where((sub < a)[:, None], decay(right), 0.0) * b_k)
-        b_Akk += tl.dot(b_k * left, b_kr)
-        b_Aqk += tl.dot(b_q * left, b_kr)
+        b_Akk += dot(b_k * left, b_kr, IEEE)
+        b_Aqk += dot(b_q * left, b_kr, IEEE)
     b_Akk = tl.where(rows[:, None] > rows[None, :], b_Akk * b_beta[:, None], 0.0)
     tl.store(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], b_Aqk, mask=m_k)
 
@@ -144,8 +158,8 @@ def kda_chunk_prepare_kernel(
     b_T = b_X * b_beta[None, :]
 
     b_v = tl.load(v + (tok[:, None] * H + i_h) * V + cv[None, :], mask=m_k, other=0.0).to(tl.float32)
-    b_w = tl.dot(b_T, b_k * decay(tl.cumsum(b_g, 0)))
-    b_u = tl.dot(b_T, b_v)
+    b_w = dot(b_T, b_k * decay(tl.cumsum(b_g, 0)), IEEE)
+    b_u = dot(b_T, b_v, IEEE)
     tl.store(w + off_k, b_w, mask=m_k)
     tl.store(u + (tok[:, None] * H + i_h) * V + cv[None, :], b_u, mask=m_k)
 
@@ -157,6 +171,7 @@ def kda_chunk_output_kernel(
     K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
     HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
 ):  # fmt: skip
+    IEEE: tl.constexpr = o.dtype.element_ty == tl.float32  # o has the inputs' dtype; the rest is fp32 scratch
     i_v = tl.program_id(0)
     i_n = tl.program_id(1)
     i_h = tl.program_id(2)
@@ -184,10 +199,10 @@ def kda_chunk_output_kernel(
         b_A = tl.load(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], mask=m, other=0.0)
         b_gl = tl.load(gl + ((c0 + c) * H + i_h) * K + ck)
 
-        b_vn = b_u - tl.dot(b_w, b_S)
-        b_o = tl.dot(b_qg, b_S) + tl.dot(b_A, b_vn)
+        b_vn = b_u - dot(b_w, b_S, IEEE)
+        b_o = dot(b_qg, b_S, IEEE) + dot(b_A, b_vn, IEEE)
         tl.store(o + off_v, b_o.to(o.dtype.element_ty), mask=m)
-        b_S = b_S * b_gl[:, None] + tl.dot(tl.trans(b_kg), b_vn)
+        b_S = b_S * b_gl[:, None] + dot(tl.trans(b_kg), b_vn, IEEE)
 
     if STORE_FINAL:
         tl.store(ht + off_s, b_S)

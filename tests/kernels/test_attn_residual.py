@@ -1,4 +1,4 @@
-"""Attention-residual aggregation: reference against a per-token loop, Triton kernel (interpreter) against it."""
+"""Attention-residual aggregation: reference against a per-token loop, Triton kernel (test device) against it."""
 
 import pytest
 import torch
@@ -37,35 +37,39 @@ def test_reference_matches_loop():
 
 
 @pytest.mark.parametrize("t,n,d", [(1, 0, 16), (2, 1, 48), (3, 8, 40), (2, 9, 64)])  # empty bank .. 10 rows
-def test_triton_fp32(t, n, d):
+def test_triton_fp32(device, t, n, d):
     bank, prefix, w_comb, norm_weight = make(t, n, d)
-    got, got_mixed = attn_res_aggregate(bank, prefix, w_comb, norm_weight, return_mixed=True, backend="triton")
+    on_device = (x.to(device) for x in (bank, prefix, w_comb, norm_weight))
+    got, got_mixed = attn_res_aggregate(*on_device, return_mixed=True, backend="triton")
     want, want_mixed = attn_res_aggregate(bank, prefix, w_comb, norm_weight, return_mixed=True)
     assert_close(got_mixed, want_mixed, "fp32_kernel", what=f"mixed t={t} n={n} d={d}")
     assert_close(got, want, "fp32_kernel", what=f"out t={t} n={n} d={d}")
 
 
-def test_triton_bf16_bank_stored_row_major():
+def test_triton_bf16_bank_stored_row_major(device):
     bank, prefix, w_comb, norm_weight = make(4, 5, 96, torch.bfloat16)
-    store = bank.transpose(0, 1).contiguous()  # [n, T, D]: appending a snapshot is one row of the store
-    got = attn_res_aggregate(store.transpose(0, 1), prefix, w_comb, norm_weight, backend="triton")
+    store = bank.transpose(0, 1).contiguous().to(device)  # [n, T, D]: appending a snapshot is one row of the store
+    on_device = (x.to(device) for x in (prefix, w_comb, norm_weight))
+    got = attn_res_aggregate(store.transpose(0, 1), *on_device, backend="triton")
     assert got.dtype == torch.bfloat16
     assert_close(got, attn_res_aggregate(bank, prefix, w_comb, norm_weight), "bf16_kernel", what="bf16 strided bank")
 
 
-def test_empty_bank_is_rmsnorm_of_prefix():
+def test_empty_bank_is_rmsnorm_of_prefix(device):
     _, prefix, w_comb, norm_weight = make(2, 0, 32)
     want = prefix * torch.rsqrt(prefix.pow(2).mean(-1, keepdim=True) + 1e-5) * norm_weight
-    assert_close(attn_res_aggregate(None, prefix, w_comb, norm_weight, backend="triton"), want, "fp32_kernel")
+    got = attn_res_aggregate(None, *(x.to(device) for x in (prefix, w_comb, norm_weight)), backend="triton")
+    assert_close(got, want, "fp32_kernel")
 
 
-def test_dominant_row_and_zero_rows():
+def test_dominant_row_and_zero_rows(device):
     # a huge score puts all weight on one row (softmax must not overflow); an all-zero row scores 0, not NaN
     d = 16
-    w_comb = torch.ones(d) * 1e4
-    bank = torch.stack([torch.ones(2, d), torch.zeros(2, d)], dim=1)
-    prefix = -torch.ones(2, d)
-    got, mixed = attn_res_aggregate(bank, prefix, w_comb, torch.ones(d), return_mixed=True, backend="triton")
+    w_comb = torch.ones(d, device=device) * 1e4
+    bank = torch.stack([torch.ones(2, d), torch.zeros(2, d)], dim=1).to(device)
+    prefix = -torch.ones(2, d, device=device)
+    ones = torch.ones(d, device=device)
+    got, mixed = attn_res_aggregate(bank, prefix, w_comb, ones, return_mixed=True, backend="triton")
     assert_close(mixed, torch.ones(2, d), "fp32_kernel", what="dominant row")
     assert torch.isfinite(got).all()
 

@@ -1,5 +1,5 @@
-"""MLA decode: absorbed reference against plain attention on expanded keys (SDPA), batched CPU path and the
-Triton kernel (interpreter) against the reference, over ragged lengths and page boundaries."""
+"""MLA decode: absorbed reference against plain attention on expanded keys (SDPA), batched torch path and the
+Triton kernel (on the test device) against the reference, over ragged lengths and page boundaries."""
 
 import pytest
 import torch
@@ -73,36 +73,38 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_batched_matches_reference(case):
+def test_batched_matches_reference(device, case):
     seq_lens, page_size = CASES[case]
     q, cache, table, lens = paged_cache(seq_lens, page_size, seed=1)
     want = mla_decode_reference(q, cache, table, lens, LATENT, 0.2)
-    assert_close(mla_decode(q, cache, table, lens, LATENT, 0.2), want, "fp32", what=f"batched {case}")
+    got = mla_decode(*(t.to(device) for t in (q, cache, table, lens)), LATENT, 0.2, backend="torch")
+    assert_close(got, want, "fp32", what=f"batched {case}")
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_triton_fp32(case):
+def test_triton_fp32(device, case):
     seq_lens, page_size = CASES[case]
     q, cache, table, lens = paged_cache(seq_lens, page_size, num_heads=3, seed=2)
     want = mla_decode_reference(q, cache, table, lens, LATENT, 0.2)
-    got = mla_decode(q, cache, table, lens, LATENT, 0.2, backend="triton")
+    got = mla_decode(*(t.to(device) for t in (q, cache, table, lens)), LATENT, 0.2, backend="triton")
     assert_close(got, want, "fp32_kernel", what=f"triton {case}")
 
 
-def test_triton_bf16_many_heads():
+def test_triton_bf16_many_heads(device):
     q, cache, table, lens = paged_cache(
         [20, 2], page_size=8, num_heads=18, dtype=torch.bfloat16, seed=3
     )  # 2 head blocks
-    got = mla_decode(q, cache, table, lens, LATENT, (8 + ROPE) ** -0.5, backend="triton")
+    on_device = (t.to(device) for t in (q, cache, table, lens))
+    got = mla_decode(*on_device, LATENT, (8 + ROPE) ** -0.5, backend="triton")
     assert got.dtype == torch.bfloat16
     want = mla_decode_reference(q, cache, table, lens, LATENT, (8 + ROPE) ** -0.5)
     assert_close(got, want, "bf16_kernel", what="triton bf16")
 
 
-def test_triton_widths_below_the_dot_minimum_and_not_powers_of_two():
+def test_triton_widths_below_the_dot_minimum_and_not_powers_of_two(device):
     """A rope part of 8 (tl.dot needs 16) and a latent of 24: the kernel pads its tiles and masks the padding."""
     q, cache, table, lens = paged_cache([9, 1], page_size=4, latent=24, rope=8, seed=5)
-    got = mla_decode(q, cache, table, lens, 24, (8 + 8) ** -0.5, backend="triton")
+    got = mla_decode(*(t.to(device) for t in (q, cache, table, lens)), 24, (8 + 8) ** -0.5, backend="triton")
     want = mla_decode_reference(q, cache, table, lens, 24, (8 + 8) ** -0.5)
     assert_close(got, want, "fp32_kernel", what="padded tiles")
 

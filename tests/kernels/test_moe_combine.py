@@ -1,4 +1,4 @@
-"""MoE combine: reference against a per-expert loop, Triton kernel (interpreter) against the reference."""
+"""MoE combine: reference against a per-expert loop, Triton kernel (on the test device) against the reference."""
 
 import pytest
 import torch
@@ -29,25 +29,31 @@ def test_reference_matches_loop():
 
 @pytest.mark.parametrize("t,k,width", [(1, 1, 16), (5, 1, 40), (3, 4, 24), (2, 16, 100)])  # one expert; L not 2^n
 @pytest.mark.parametrize("norm", [True, False])
-def test_triton_fp32(t, k, width, norm):
+def test_triton_fp32(device, t, k, width, norm):
     expert_out, weights, norm_weight = make(t, k, width)
     norm_weight = norm_weight if norm else None
-    got = moe_combine(expert_out, weights, norm_weight, backend="triton")
+    got = moe_combine(
+        expert_out.to(device),
+        weights.to(device),
+        norm_weight if norm_weight is None else norm_weight.to(device),
+        backend="triton",
+    )
     want = moe_combine(expert_out, weights, norm_weight)
     assert_close(got, want, "fp32_kernel", what=f"moe_combine t={t} k={k} L={width} norm={norm}")
 
 
-def test_triton_bf16_and_strided_experts():
+def test_triton_bf16_and_strided_experts(device):
     expert_out, weights, norm_weight = make(4, 8, 72, torch.bfloat16)
-    padded = torch.cat([expert_out, expert_out], dim=-1)[..., :72]  # non-contiguous rows
-    got = moe_combine(padded, weights, norm_weight, backend="triton")
+    padded = torch.cat([expert_out, expert_out], dim=-1).to(device)[..., :72]  # non-contiguous rows
+    got = moe_combine(padded, weights.to(device), norm_weight.to(device), backend="triton")
     assert got.dtype == torch.bfloat16
     assert_close(got, moe_combine_reference(expert_out, weights, norm_weight), "bf16_kernel", what="bf16")
 
 
-def test_zero_weights_give_zero_not_nan():
+def test_zero_weights_give_zero_not_nan(device):
     expert_out, weights, norm_weight = make(2, 3, 16)
-    got = moe_combine(expert_out, torch.zeros_like(weights), norm_weight, backend="triton")
+    zeros = torch.zeros_like(weights, device=device)
+    got = moe_combine(expert_out.to(device), zeros, norm_weight.to(device), backend="triton")
     assert_close(got, torch.zeros(2, 16), "exact", what="zero weights")
 
 

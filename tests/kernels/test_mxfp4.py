@@ -1,4 +1,4 @@
-"""MXFP4: reference against independent formulations, Triton kernels (interpreter) against the reference."""
+"""MXFP4: reference against independent formulations, Triton kernels (on the test device) against the reference."""
 
 import math
 
@@ -83,39 +83,39 @@ def test_quantize_rounding_and_saturation():
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # 6 * 2^127 -> inf, on purpose
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_triton_dequant_exact(dtype):
+def test_triton_dequant_exact(device, dtype):
     packed, scale = all_bytes_weight(HOSTILE_SCALES)
-    got = dequantize_mxfp4(packed, scale, dtype, backend="triton")
+    got = dequantize_mxfp4(packed.to(device), scale.to(device), dtype, backend="triton").cpu()
     want = dequantize_mxfp4_reference(packed, scale, dtype)
     assert_close(got, want, "exact", what="triton dequant")
     assert torch.equal(torch.signbit(got.float().nan_to_num()), torch.signbit(want.float().nan_to_num()))
 
 
-def test_triton_dequant_ragged_rows():
+def test_triton_dequant_ragged_rows(device):
     torch.manual_seed(1)
     packed = torch.randint(0, 256, (37, 48), dtype=torch.uint8)  # 37 rows, 96 columns: not multiples of the tiles
     scale = torch.randint(110, 140, (37, 3), dtype=torch.uint8)
-    got = dequantize_mxfp4(packed, scale, backend="triton")
+    got = dequantize_mxfp4(packed.to(device), scale.to(device), backend="triton")
     assert_close(got, dequantize_mxfp4_reference(packed, scale), "exact", what="triton dequant ragged")
 
 
 @pytest.mark.parametrize("m", [1, 3, 16, 17])
-def test_triton_linear_fp32(m):
+def test_triton_linear_fp32(device, m):
     torch.manual_seed(m)
     n, k = 40, 160  # k/2 = 80 packed bytes: one full tile and a masked one
     packed = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8)
     scale = torch.randint(118, 132, (n, k // 32), dtype=torch.uint8)
     x = torch.randn(m, k)
-    got = mxfp4_linear(x, packed, scale, backend="triton")
+    got = mxfp4_linear(x.to(device), packed.to(device), scale.to(device), backend="triton")
     assert_close(got, mxfp4_linear(x, packed, scale), "fp32_kernel", what=f"mxfp4_linear m={m}")
 
 
-def test_triton_linear_bf16_matches_dequant_then_matmul():
+def test_triton_linear_bf16_matches_dequant_then_matmul(device):
     torch.manual_seed(2)
     packed = torch.randint(0, 256, (24, 64), dtype=torch.uint8)
     scale = torch.randint(120, 130, (24, 4), dtype=torch.uint8)
     x = torch.randn(2, 128).bfloat16()
-    got = mxfp4_linear(x, packed, scale, backend="triton")
+    got = mxfp4_linear(x.to(device), packed.to(device), scale.to(device), backend="triton")
     dense = (x.float() @ dequantize_mxfp4(packed, scale).float().T).bfloat16()
     assert got.dtype == torch.bfloat16
     assert_close(got, dense, "bf16_kernel", what="mxfp4_linear bf16")

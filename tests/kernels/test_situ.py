@@ -1,4 +1,4 @@
-"""SiTU/SiLU-and-mul: reference against an fp64 formulation, Triton kernel (interpreter) against the reference."""
+"""SiTU/SiLU-and-mul: reference against an fp64 formulation, Triton kernel (on the test device) against it."""
 
 import pytest
 import torch
@@ -32,29 +32,29 @@ def test_reference_matches_fp64_exp_form():
 
 @pytest.mark.parametrize("activation", ["situ", "silu"])
 @pytest.mark.parametrize("t,width", [(1, 2), (3, 96), (2, 2 * 1030)])  # I = 1, 48, 1030 (past one 1024 block)
-def test_triton_fp32(activation, t, width):
+def test_triton_fp32(device, activation, t, width):
     x = hostile_rows(t, width)
     if activation == "silu":
         x = x.nan_to_num(posinf=50.0, neginf=-50.0)  # silu * up is unbounded: inf * 0 would be NaN in both
-    got = act_and_mul(x, activation=activation, backend="triton")
+    got = act_and_mul(x.to(device), activation=activation, backend="triton")
     assert_close(got, act_and_mul(x, activation=activation), "fp32_kernel", what=f"{activation} t={t} w={width}")
 
 
 @pytest.mark.parametrize("activation", ["situ", "silu"])
-def test_triton_bf16_separate_gate_up(activation):
+def test_triton_bf16_separate_gate_up(device, activation):
     x = hostile_rows(4, 128, torch.bfloat16).nan_to_num(posinf=50.0, neginf=-50.0)
-    gate, up = x[:, :64], x[:, 64:]  # strided views, as a fused projection hands them over
+    gate, up = x.to(device)[:, :64], x.to(device)[:, 64:]  # strided views, as a fused projection hands them over
     got = act_and_mul(gate, up, activation=activation, backend="triton")
     assert got.dtype == torch.bfloat16 and got.shape == (4, 64)
     assert_close(got, act_and_mul(x, activation=activation), "bf16_kernel", what=f"{activation} bf16")
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # sigmoid(-1e4) overflows exp
-def test_situ_is_bounded_and_custom_betas():
-    x = torch.tensor([[1e4, -1e4, 1e4, 1e4]])
+def test_situ_is_bounded_and_custom_betas(device):
+    x = torch.tensor([[1e4, -1e4, 1e4, 1e4]], device=device)
     out = act_and_mul(x, backend="triton")
     assert out[0].tolist() == pytest.approx([4.0 * 25.0, 0.0], abs=1e-3)
-    got = act_and_mul(hostile_rows(2, 64), beta=2.0, linear_beta=3.0, backend="triton")
+    got = act_and_mul(hostile_rows(2, 64).to(device), beta=2.0, linear_beta=3.0, backend="triton")
     assert_close(got, act_and_mul(hostile_rows(2, 64), beta=2.0, linear_beta=3.0), "fp32_kernel", what="betas")
 
 
