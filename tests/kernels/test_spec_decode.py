@@ -24,7 +24,7 @@ START = [3, 7, 0]
 class ToyBlock:
     """Token embeddings give the conv input, the raw gate and beta; the next token is argmax of a readout of o."""
 
-    def __init__(self, seed=5):
+    def __init__(self, device="cpu", seed=5):
         gen = torch.Generator().manual_seed(seed)
         self.embed = torch.randn(VOCAB, D, generator=gen)
         self.conv_weight = torch.randn(D, W, generator=gen) * 0.5
@@ -33,38 +33,41 @@ class ToyBlock:
         self.A_log = torch.randn(H, generator=gen) * 0.5
         self.dt_bias = torch.randn(H * K, generator=gen)
         self.readout = torch.randn(H * V, VOCAB, generator=gen)
+        self.__dict__.update({name: t.to(device) for name, t in vars(self).items()})  # made on the CPU, same values
+        self.device = device
 
     def step(self, tokens, conv_pool, kda_pool, backend, verify=False):
         """tokens: [N, T] ints. Returns o [N, T, H, V], the greedy next tokens [N, T] and, when verifying, the
         intermediate (conv, KDA) states; otherwise (decode, T = 1) both pools advance in place."""
         ids = torch.tensor(tokens)
         N, T = ids.shape
-        inter_conv = torch.zeros(N, T, D, W - 1) if verify else None
-        inter_kda = torch.zeros(N, T, H, K, V) if verify else None
+        inter_conv = torch.zeros(N, T, D, W - 1, device=self.device) if verify else None
+        inter_kda = torch.zeros(N, T, H, K, V, device=self.device) if verify else None
+        slots = SLOTS.to(self.device)
         x = self.embed[ids] if verify else self.embed[ids[:, 0]]  # decode uses the one-token [N, D] form
         y = short_conv_update(
-            x, self.conv_weight, conv_pool, SLOTS, intermediate_states=inter_conv, backend=backend
+            x, self.conv_weight, conv_pool, slots, intermediate_states=inter_conv, backend=backend
         ).view(N, T, D)
         q, k, v = y.split([H * K, H * K, H * V], dim=-1)
         o = kda_decode(
             q.reshape(N, T, H, K), k.reshape(N, T, H, K), v.reshape(N, T, H, V), self.g[ids], self.beta[ids],
-            kda_pool, SLOTS, self.A_log, self.dt_bias, gate="safe", intermediate_states=inter_kda, backend=backend,
+            kda_pool, slots, self.A_log, self.dt_bias, gate="safe", intermediate_states=inter_kda, backend=backend,
         )  # fmt: skip
         return o, (o.reshape(N, T, -1) @ self.readout).argmax(-1).tolist(), (inter_conv, inter_kda)
 
 
-def fresh_pools():
+def fresh_pools(device="cpu"):
     gen = torch.Generator().manual_seed(6)
-    return torch.randn(4, D, W - 1, generator=gen), torch.randn(4, H, K, V, generator=gen)
+    return torch.randn(4, D, W - 1, generator=gen).to(device), torch.randn(4, H, K, V, generator=gen).to(device)
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-def test_draft_and_verify_matches_greedy_decoding(backend):
-    block = ToyBlock()
+def test_draft_and_verify_matches_greedy_decoding(device, backend):
+    block = ToyBlock(device)
     live = [n for n, s in enumerate(SLOTS.tolist()) if s >= 0]
 
     # Greedy decoding, one token per step, far enough to cover the longest speculative run; keep every state.
-    conv_pool, kda_pool = fresh_pools()
+    conv_pool, kda_pool = fresh_pools(device)
     tokens, outs = [[t] for t in START], [[] for _ in START]
     conv_after, kda_after = [conv_pool.clone()], [kda_pool.clone()]  # [i]: the pools after i tokens
     for _ in range(STEPS + DRAFT + 1):
@@ -80,7 +83,7 @@ def test_draft_and_verify_matches_greedy_decoding(backend):
     def draft(n, pos):
         return [t if (p + n) % 3 else (t + 1) % VOCAB for p, t in enumerate(tokens[n][pos : pos + DRAFT], pos)]
 
-    conv_pool, kda_pool = fresh_pools()
+    conv_pool, kda_pool = fresh_pools(device)
     untouched = [conv_pool[[0, 2]].clone(), kda_pool[[0, 2]].clone()]
     spec = [[t] for t in START]
     spec_outs = [[] for _ in START]
@@ -96,8 +99,8 @@ def test_draft_and_verify_matches_greedy_decoding(backend):
             lengths.add(a)
             spec_outs[n] += list(o[n, :a])
             spec[n] += inputs[n][1:a] + [preds[n][a - 1]]
-        commit_accepted(conv_pool, SLOTS, inter_conv, accepted)
-        commit_accepted(kda_pool, SLOTS, inter_kda, accepted)
+        commit_accepted(conv_pool, SLOTS.to(device), inter_conv, accepted.to(device))
+        commit_accepted(kda_pool, SLOTS.to(device), inter_kda, accepted.to(device))
 
     assert len(lengths) > 1, "the drafter should give varied acceptance lengths"
     for n in live:
@@ -115,8 +118,8 @@ def test_draft_and_verify_matches_greedy_decoding(backend):
 def test_bitwise_without_avx512(capability):
     """The same test with torch's CPU kernels limited to AVX2 (or to no vectors at all), as on CPUs without AVX-512:
     vector width changes which elements take the scalar tail, and the equality must not depend on it."""
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    node = f"{__file__}::test_draft_and_verify_matches_greedy_decoding[torch]"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability, "DAYONE_TEST_DEVICE": "cpu"}  # a CPU matter on any machine
+    node = f"{__file__}::test_draft_and_verify_matches_greedy_decoding[cpu-torch]"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], env=env,
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
