@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
+from dayone import untrusted_json
 from dayone.errors import InputError
 from dayone.spec.schema import ModelSpec
 from pydantic import ValidationError
@@ -47,10 +48,13 @@ def load_spec(name_or_file: str | Path) -> ModelSpec:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read: {err}") from None
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply") from None
+    except (yaml.YAMLError, json.JSONDecodeError, ValueError) as err:
         raise InputError(
             f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {str(err).splitlines()[0]}"
         ) from None
+    untrusted_json.check_values(data, str(path))  # depth and number sizes, as for every JSON input
     return parse_spec(data, str(path))
 
 

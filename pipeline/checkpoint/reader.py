@@ -7,7 +7,6 @@ are absolute, climb out with '..', or resolve through a symlink to somewhere out
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
+from dayone import untrusted_json
 from dayone.checkpoint.safetensors_header import ShardHeader, TensorInfo, read_header
 from dayone.errors import InputError
 
@@ -228,25 +228,19 @@ def _explain_index_mismatch(index_path: Path, shards: dict[str, ShardHeader], wh
 def read_config(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"{path}: missing (every checkpoint needs its config.json)")
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not valid JSON: {err}") from None
+    config = untrusted_json.read(path)
     if not isinstance(config, dict):
         raise InputError(f"{path}: expected a JSON object")
     return config
 
 
 def _read_index(path: Path) -> dict[str, str]:
-    try:
-        index = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not a readable JSON index: {err}") from None
+    index = untrusted_json.read(path)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise InputError(f"{path}: weight_map must map tensor names to file names")
+    if not weight_map:
+        raise InputError(f"{path}: weight_map is empty (a corrupt or unfinished index)")
     return weight_map
 
 

@@ -8,7 +8,6 @@ no overlap, no gap, nothing past the end of the file, each extent matching shape
 from __future__ import annotations
 
 import gc
-import json
 import math
 import os
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
+from dayone import untrusted_json
 from dayone.errors import InputError
 from dayone.spec.manifest import DTYPE_BYTES
 
@@ -88,13 +88,12 @@ def read_header(path: Path) -> ShardHeader:
             raw = f.read(length)
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: header is not valid JSON ({err})") from None
+    # Every entry's values are checked below; only what json.loads itself cannot survive is refused here.
+    header = untrusted_json.loads(raw, f"{path}: header", values_checked=True)
     if not isinstance(header, dict):
         raise InputError(f"{path}: header is not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
+    untrusted_json.check_values(metadata, f"{path}: header __metadata__")
     data_start = 8 + length
     by_dtype = _check_entries(path, header, data_start, file_size)
     return ShardHeader(path, header, metadata, data_start, file_size, by_dtype)

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import click
-from dayone.checkpoint.reader import open_local, read_config
+from dayone.checkpoint.reader import read_config
 from dayone.commands.output import console, emit_json, human_count, write_atomic
 from dayone.commands.spec_source import slug, spec_for_checkpoint
-from dayone.errors import InputError
 from dayone.spec.derive import derive_spec
 from dayone.spec.layout import to_expression
 from dayone.spec.manifest import build_manifest
@@ -95,17 +94,16 @@ def show(name_or_file: str, as_json: bool) -> None:
 def derive(source: str, output: Path | None, name: str | None) -> None:
     """Derive a spec from an HF config.json or a checkpoint folder."""
     path = Path(source)
-    if path.is_dir():
-        checkpoint = open_local(path, source=source)
-        s = spec_for_checkpoint(checkpoint, None)
-        if name:
-            s = s.model_copy(update={"name": name})
-    elif path.is_file():
+    if path.is_file():
         config = read_config(path)
         default = path.parent.name if path.name == "config.json" else path.stem
         s = derive_spec(config, name or slug(default), where=str(path))
-    else:
-        raise InputError(f"{source}: no such file or folder")
+    else:  # a checkpoint folder, or an HF repo id[@revision] as `inspect` takes them
+        from dayone.checkpoint.resolve import open_checkpoint
+
+        s = spec_for_checkpoint(open_checkpoint(source), None)
+        if name:
+            s = s.model_copy(update={"name": name})
     text = spec_to_yaml(s)
     if output:
         write_atomic(output, text)
