@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Literal
 
+from dayone.errors import InputError
 from dayone.spec.bounds import (
     MAX_DIM,
     MAX_EXPERT_INSTANCES,
@@ -396,6 +397,10 @@ class ModelSpec(Strict):
 
 
 def _expand(value: str | dict, allowed: tuple[str, ...], num_layers: int, field: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return parse_expression(value, allowed, field)
-    return from_index_lists(dict(value), num_layers, field)
+    # Raised as ValueError so that pydantic reports it and the message names the spec file like any other error.
+    try:
+        if isinstance(value, str):
+            return parse_expression(value, allowed, field)
+        return from_index_lists(dict(value), num_layers, field)
+    except InputError as err:
+        raise ValueError(str(err)) from None

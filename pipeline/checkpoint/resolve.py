@@ -68,11 +68,14 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, rea
 
 def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, source: str) -> None:
     """Headers are read from cached shard files; say plainly which are missing rather than download terabytes."""
-    import json
 
+    from dayone import untrusted_json
     from huggingface_hub import constants
 
-    weight_map = json.loads((snapshot / INDEX_NAME).read_text()).get("weight_map", {})
+    index = untrusted_json.read(snapshot / INDEX_NAME)
+    weight_map = index.get("weight_map", {}) if isinstance(index, dict) else {}
+    if not isinstance(weight_map, dict):
+        raise InputError(f"{snapshot / INDEX_NAME}: weight_map must map tensor names to file names")
     missing = sorted({f for f in weight_map.values() if not (snapshot / f).exists()})
     if not missing:
         return

@@ -7,13 +7,17 @@ stage    spec | coverage | generate | compile | validate | package | publish
 spec     the model spec's name (spec/models/<name>.yaml)
 target   sglang | vllm | miles | megatron-bridge | reference, or null for stages that are not per target
 arch     sm_90 | sm_100 for compile reports, else null
-status   pass | fail
+status   pass | fail | not run (details "reason" says why: a stage it needs failed, or what it would need)
 created  ISO 8601 timestamp of the run (no zone = UTC); reports with different `created` are different runs
 details  free-form per stage; the dashboard draws these keys when present:
          validate: "numerics": [{"capture": str, "layer": int, "rel_rms": float, ...}], "tolerance": {"rel_rms": x}
          compile:  "resources": [rows of dayone.kernels.aot.Resources.as_dict(): kernel, config, arch, registers,
                    shared_bytes, spill_bytes, ...]
          coverage: the `integrate inspect --json` document; "synthetic": true for a skeleton checkpoint
+         spec:     "spec": the spec itself (spec_to_dict), so a derived or scaled spec can be planned
+         any:      "levels": [{"level": str, "status": pass|fail|not run, "reason": str}, ...] in order, for a
+                   stage that proves a target step by step; the cell shows the last level reached and why the next
+                   one was not
 
 A report file holds one report or a list of them. Two stage outputs that predate this format are read as reports,
 with created = the file's modification time: `integrate inspect --json` output (a coverage report) and
@@ -22,11 +26,11 @@ with created = the file's modification time: `integrate inspect --json` output (
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from dayone import untrusted_json
 from dayone.commands.output import write_atomic
 from dayone.errors import InputError
 from dayone.redact import redact_data
@@ -57,7 +61,7 @@ class Report(BaseModel):
     spec: str = Field(min_length=1)
     target: Target | None = None
     arch: Arch | None = None
-    status: Literal["pass", "fail"]
+    status: Literal["pass", "fail", "not run"]
     created: datetime
     details: dict[str, Any] = Field(default_factory=dict)
 
@@ -123,10 +127,7 @@ def load_reports(paths: list[Path]) -> list[Report]:
 
 
 def _read(file: Path) -> list[Report]:
-    try:
-        data = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{file}: not a JSON report ({err})") from None
+    data = untrusted_json.read(file)
     items = data if isinstance(data, list) else [data]
     out = []
     for i, item in enumerate(items):

@@ -12,12 +12,12 @@ OUTDIR/**/*.json                 outside the adapter folders and DIST: stage rep
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dayone import untrusted_json
 from dayone.adapters.targets import TARGETS
 from dayone.dashboard.reports import COMPILE_KEYS, INSPECT_KEYS, Report, load_reports
 from dayone.errors import InputError
@@ -91,11 +91,8 @@ def find_reports(outdir: Path, skip: list[Path]) -> list[ReportFile]:
 
 
 def _looks_like_report(path: Path) -> bool:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        # Stages write atomically, so a broken JSON file here is a real problem, not a run in progress.
-        raise InputError(f"{path}: not valid JSON ({err})") from None
+    # Stages write atomically, so a broken JSON file here is a real problem, not a run in progress.
+    data = untrusted_json.read(path)
     first = data[0] if isinstance(data, list) and data else data
     if not isinstance(first, dict):
         return False

@@ -8,11 +8,11 @@ Without it: BUILTIN_SHAPE ids drawn from a fixed generator over the whole vocabu
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import torch
+from dayone import untrusted_json
 from dayone.errors import InputError
 
 BUILTIN_SHAPE = (2, 72)
@@ -31,10 +31,13 @@ def parse_tokens(arg: str | None, vocab_size: int) -> tuple[torch.Tensor, str]:
     if arg is None:
         return builtin_tokens(vocab_size), "builtin"
     path = Path(arg)
-    if path.is_file():
+    if _is_file(path):
         rows, where = _read_json(path), str(path)
     elif _ID_LIST.match(arg):
-        rows, where = [[int(x) for x in arg.replace(" ", "").rstrip(",").split(",")]], "--tokens"
+        try:
+            rows, where = [[int(x) for x in arg.replace(" ", "").rstrip(",").split(",")]], "--tokens"
+        except ValueError:  # Python refuses integers of more than 4300 digits
+            raise InputError("--tokens: a token id has too many digits") from None
     else:
         raise InputError(f"--tokens {arg!r}: neither a file nor a comma-separated list of token ids")
     ids = _as_tensor(rows, where)
@@ -51,14 +54,18 @@ def check_ids(ids: torch.Tensor, vocab_size: int, where: str) -> None:
         )
 
 
-def _read_json(path: Path) -> list:
+def _is_file(path: Path) -> bool:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{path}: cannot read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not valid JSON: {err}") from None
-    return data
+        return path.is_file()
+    except OSError:  # a long id list is not a file name (ENAMETOOLONG)
+        return False
+
+
+def _read_json(path: Path) -> list:
+    return untrusted_json.read(path)
+
+
+INT64 = 1 << 63
 
 
 def _as_tensor(rows: object, where: str) -> torch.Tensor:
@@ -69,6 +76,8 @@ def _as_tensor(rows: object, where: str) -> torch.Tensor:
             raise InputError(f"{where}: sequence {b} is empty")
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in row):
             raise InputError(f"{where}: sequence {b} holds something other than integer ids")
+        if not all(-INT64 <= x < INT64 for x in row):  # torch.tensor would overflow; check_ids names the id
+            raise InputError(f"{where}: sequence {b} holds an id beyond int64")
         if len(row) != len(rows[0]):
             raise InputError(
                 f"{where}: sequence {b} has {len(row)} tokens, sequence 0 has {len(rows[0])} (all must be equal)"
