@@ -20,6 +20,12 @@ from dayone.spec.manifest import ExpectedTable, Manifest
 Expected = dict[str, tuple[list[int], str]] | ExpectedTable
 
 
+# Real checkpoints differ from a spec in float dtypes without being wrong: transformers saves a bf16 Kimi Linear with
+# its router weight and bias in fp32 and A_log in bf16. The model loads a float tensor in the dtype it is stored in, so
+# one float dtype where the spec says another is a finding; a float where an integer is expected stays a mismatch.
+FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64"})
+
+
 @dataclass(frozen=True)
 class Coverage:
     missing: list[str]  # grouped patterns
@@ -29,6 +35,8 @@ class Coverage:
     missing_count: int
     unexpected_count: int
     mismatched_count: int
+    # Float tensors stored in another float dtype than the spec's: findings, not mismatches (see FLOAT_DTYPES).
+    dtype_findings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -39,6 +47,7 @@ class Coverage:
             "missing": self.missing,
             "unexpected": self.unexpected,
             "mismatched": {"shape": self.wrong_shape, "dtype": self.wrong_dtype},
+            "findings": {"dtype": self.dtype_findings},
             "counts": {
                 "missing": self.missing_count,
                 "unexpected": self.unexpected_count,
@@ -149,6 +158,7 @@ def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Chec
             shape_issues.setdefault(key, []).extend(names)
         for key, names in s.wrong_dtype.items():
             dtype_issues.setdefault(key, []).extend(names)
+    findings = {key: dtype_issues.pop(key) for key in list(dtype_issues) if set(key) <= FLOAT_DTYPES}
     unexpected = [n for s in shards for n in s.unexpected]
     return Coverage(
         missing=group_names(missing),
@@ -166,4 +176,9 @@ def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Chec
         missing_count=len(missing),
         unexpected_count=len(unexpected),
         mismatched_count=sum(map(len, shape_issues.values())) + sum(map(len, dtype_issues.values())),
+        dtype_findings=[
+            f"{p}: stored as {got}, the spec expects {want}: used as stored"
+            for (want, got), names in sorted(findings.items())
+            for p in group_names(names)
+        ],
     )

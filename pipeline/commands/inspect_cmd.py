@@ -12,6 +12,7 @@ from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.commands.output import console, emit_json, human_bytes
 from dayone.commands.spec_source import spec_for_checkpoint
 from dayone.spec.manifest import DTYPE_BYTES, build_manifest
+from rich.markup import escape
 from rich.table import Table
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
@@ -90,6 +91,8 @@ def _print(r: dict) -> None:
                 console.print(f"  {item}", markup=False)
             if len(items) > SHOWN:
                 console.print(f"  ... {len(items) - SHOWN} more (see --json)")
+    for item in r["findings"]["dtype"]:
+        console.print(f"[yellow]finding[/]: {escape(item)}")
     console.print(
         "[green]covered: every tensor present with its shape and dtype[/]" if r["ok"] else "[red]NOT covered[/]"
     )

@@ -73,14 +73,30 @@ def _with(spec, dotted: str, value):
     return node
 
 
+class _DataAsOne(ast.NodeTransformer):
+    """Every literal becomes one placeholder, containers of literals included: a tuple of 5 roles and one of 1 role
+    are the same data, where a string that escaped its quotes would become names, calls and statements."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant(None)
+
+    def _collapse(self, node: ast.AST) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node, ast.Dict):
+            children = [*node.keys, *node.values]
+        else:
+            children = [node.operand] if isinstance(node, ast.UnaryOp) else node.elts
+        literal = all(child is None or isinstance(child, ast.Constant) for child in children)
+        return ast.Constant(None) if literal and not isinstance(getattr(node, "ctx", None), ast.Store) else node
+
+    visit_Dict = visit_List = visit_Tuple = visit_Set = visit_UnaryOp = _collapse
+
+
 def _shape(text: str) -> str:
-    """The AST with every constant blanked: what code the file runs, whatever its strings say. Table rows are
-    sorted by name in the generated file, so a renamed tensor may move: rows are compared as a set."""
-    tree = ast.parse(text)
+    """The AST with every literal blanked: what code the file runs, whatever its data says. Table rows are sorted by
+    name in the generated file, so a renamed tensor may move: rows are compared as a set."""
+    tree = _DataAsOne().visit(ast.parse(text))
     nodes = list(ast.walk(tree))
-    for node in nodes:
-        if isinstance(node, ast.Constant):
-            node.value = None
     for node in reversed(nodes):  # children first, so a row's key is already normalised
         if isinstance(node, ast.List | ast.Tuple):
             node.elts.sort(key=ast.dump)

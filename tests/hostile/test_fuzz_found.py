@@ -1,0 +1,40 @@
+"""Examples the fuzz test (test_fuzz.py) found, kept as regular tests: each was a traceback before its fix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from dayone.cli import cli
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("found") / "tiny"
+    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    return out
+
+
+def _edit_header(shard: Path, edit) -> None:
+    raw = shard.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    shard.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + length :])
+
+
+def test_a_list_as_a_tensor_dtype_is_bad_input(tiny, tmp_path):
+    # header_scan's bulk pass put every dtype in a set: TypeError: unhashable type: 'list'
+    root = tmp_path / "ckpt"
+    shutil.copytree(tiny, root)
+    shard = next(root.glob("*.safetensors"))
+    _edit_header(shard, lambda h: h["model.layers.0.self_attn.k_conv1d.weight"].update(dtype=["BF16"]))
+    result = CliRunner().invoke(cli, ["inspect", str(root)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None)
+    assert len(result.stderr.strip().splitlines()) == 1 and shard.name in result.stderr
