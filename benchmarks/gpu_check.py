@@ -131,8 +131,12 @@ class Check:
                 argv += ["--device", "cpu", "--kernels", "torch", "--no-reload-check"]
             else:
                 argv += ["--device", "cuda", "--kernels", "triton"]
-            done = self.run(step, argv, LIMITS["validate"])
-            step.detail[model] = validate_summary(report) if report.exists() else {"status": "error"}
+            self.run(step, argv, LIMITS["validate"])
+            summary = validate_summary(report) if report.exists() else {"status": "error"}
+            if not self.dry_run and set(summary.get("kernels", {}).values()) - {"triton"}:
+                # A fast tier that fell back to a torch counterpart would not have checked that kernel.
+                summary.update(status="fail", why="not every op of the fast tier ran its Triton kernel")
+            step.detail[model] = summary
         verdicts = [d["status"] for d in step.detail.values()]
         step.status = "pass" if verdicts and all(v == "pass" for v in verdicts) else (
             "error" if "error" in verdicts or not verdicts else "fail")  # fmt: skip
@@ -250,6 +254,7 @@ def environment() -> dict:
     import triton
 
     info = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
+    info["wheels_built_from"] = os.environ.get("DAYONE_WHEELS_BUILT_FROM")  # commit and time (gpu_wheels.sh)
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
         major, minor = torch.cuda.get_device_capability()
@@ -277,7 +282,7 @@ def summary_markdown(report: dict) -> str:
     lines = [
         f"# dayone GPU check: {report['verdict'].upper()}{dry}",
         "",
-        f"{where}; {versions}; {report['seconds']} s in all.",
+        f"{where}; {versions}; dayone wheel built from {env.get('wheels_built_from')}; {report['seconds']} s in all.",
         "",
         "| step | verdict | seconds | detail |",
         "|---|---|---|---|",

@@ -36,5 +36,6 @@ trap 'rm -rf "$site"' EXIT
   dayone fla-core einops pydantic pydantic-core annotated-types typing-inspection typing-extensions
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export DAYONE_FLA_PEER="$site"  # tests/kernels/test_kda_fla.py runs fla from here
+export DAYONE_WHEELS_BUILT_FROM="$(cat "$wheels/BUILT_FROM" 2>/dev/null || echo unknown)"
 mkdir -p "$out"
 "$py" benchmarks/gpu_check.py "$out" ${args[@]+"${args[@]}"}

@@ -29,6 +29,9 @@ for python in 3.11 3.12 3.13; do
     --platform manylinux2014_x86_64 "pydantic-core==$(version pydantic-core)"
 done
 
+# Which code the dayone wheel holds: gpu_check.py copies this into its report (rebuild after changing the code).
+echo "$(git describe --always --dirty 2>/dev/null || echo unknown) $(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$work/BUILT_FROM"
+
 size_mib=$(du -sm "$work" | cut -f1)
 if [ "$size_mib" -ge "$limit_mib" ]; then
   echo "gpu_wheels.sh: $size_mib MiB of wheels, over the $limit_mib MiB a device call may carry" >&2
@@ -37,4 +40,4 @@ fi
 rm -rf "$out.tmp" && mv "$work" "$out.tmp" && rm -rf "$out" && mv "$out.tmp" "$out"
 rm -f "$log"
 trap - EXIT
-echo "$out: $(ls "$out" | wc -l) wheels, $(du -sk "$out" | cut -f1) KiB"
+echo "$out: $(ls "$out"/*.whl | wc -l) wheels, $(du -sk "$out" | cut -f1) KiB, built from $(cat "$out/BUILT_FROM")"

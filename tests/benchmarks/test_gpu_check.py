@@ -71,6 +71,7 @@ def test_dry_run_passes_every_step_from_the_installed_wheels(dry_run):
     # dayone and fla came from the temporary site the wheels were installed into, not from this checkout or venv
     env = report["environment"]
     assert "dayone-site." in env["dayone_from"] and "dayone-site." in env["fla_from"], env
+    assert env["wheels_built_from"] and not env["wheels_built_from"].startswith("unknown"), env  # the commit
 
     tests = steps["kernel_tests"]["detail"]
     assert tests["tests"] > 0 and tests["failures"] == tests["errors"] == 0
