@@ -199,7 +199,9 @@ def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            logits = hf(input_ids=ids).logits
+            # One teacher-forced pass needs no cache, and an all-KDA stack (a pruned checkpoint) has no attention
+            # layer for transformers to size one from.
+            logits = hf(input_ids=ids, use_cache=False).logits
     finally:
         for h in handles:
             h.remove()

@@ -1,4 +1,5 @@
-"""Examples the fuzz test (test_fuzz.py) found, kept as regular tests: each was a traceback before its fix."""
+"""Failures found by the fuzz test (test_fuzz.py) or while writing it, kept as regular tests: each was a traceback
+before its fix."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ def test_a_list_as_a_tensor_dtype_is_bad_input(tiny, tmp_path):
     result = CliRunner().invoke(cli, ["inspect", str(root)])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None)
     assert len(result.stderr.strip().splitlines()) == 1 and shard.name in result.stderr
+
+
+def test_validate_on_a_checkpoint_with_only_kda_layers(tmp_path):
+    # transformers' reference forward built a cache and asked it for a length: ValueError with no attention layer
+    out = tmp_path / "kda-only"
+    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    result = CliRunner().invoke(cli, ["validate", str(out), "--tokens", "1,2,3,4", "--device", "cpu"])
+    assert isinstance(result.exception, SystemExit | None), result.exception
+    assert result.exit_code == 0, result.output
