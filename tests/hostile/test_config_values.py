@@ -161,6 +161,7 @@ def test_commands_refuse_huge_counts_at_once(tmp_path):
     for args in (
         ("inspect", config.parent),
         ("spec", "derive", config),
+        ("run", config.parent, "-o", tmp_path / "run"),
         ("inspect", config.parent, "--spec", spec_file),
         ("generate", spec_file, "--target", "vllm", "-o", tmp_path / "out"),
     ):
