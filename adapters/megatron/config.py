@@ -112,3 +112,34 @@ def model_fields(spec: ModelSpec) -> dict:
             "moe_latent_size": None,
         }
     return kwargs
+
+
+# Fields a config made from Megatron arguments (Miles) or a provider (Megatron-Bridge) must agree on with the spec.
+CHECKED = (
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "q_lora_rank", "kv_lora_rank",
+    "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "num_moe_experts", "moe_ffn_hidden_size", "moe_router_topk",
+    "moe_layer_freq", "moe_shared_expert_intermediate_size", "moe_router_score_function",
+)  # fmt: skip
+
+
+def configure(config, spec: ModelSpec) -> None:
+    """Check `config` (built by Miles from arguments, or a Bridge provider) against the spec, naming the first field
+    that differs; then set what no argument names: the gated activation module hook, and no megatron-core latent
+    projections (the layer spec builds them, TransformerEngine-free)."""
+    import torch.nn.functional as F
+
+    fields = model_fields(spec)
+    for name in CHECKED:
+        if name in fields and getattr(config, name, None) != fields[name]:
+            flag = name.replace("_", "-")
+            raise ValueError(
+                f"spec {spec.name}: {name} (--{flag}) is {getattr(config, name, None)!r}, the spec says {fields[name]!r}"
+            )
+    freq = getattr(config, "linear_attention_freq", None)
+    kinds = [1 if a == "kda" else 0 for a in spec.attention_kinds]
+    if freq is not None and list(freq) != kinds:
+        raise ValueError(f"spec {spec.name}: linear_attention_freq is {freq!r}, the spec's layout is {kinds}")
+    config.activation_func = F.silu
+    config.use_te_activation_func = True
+    config.bias_activation_fusion = False
+    config.moe_latent_size = None

@@ -1,6 +1,6 @@
 """Checks of the Megatron model against the weight map and dayone's reference tier, run with megatron-core on gloo.
 
-    python -m dayone.adapters.megatron.verify kimi-k3 --world-size 2 --tp 2 --ep 2 [--layers 5] [--json]
+    python -m dayone.adapters.megatron.verify SPEC|FILE --world-size 2 --tp 2 --ep 2 [--layers N]
 
 On each rank: build the model of the spec at tiny scale; its state (parameters and persistent buffers) must be
 exactly the weight map's Megatron side for that rank; a synthetic release-format checkpoint (MXFP4 experts as the
@@ -25,6 +25,30 @@ import torch
 import torch.nn.functional as F
 
 LOGPROB_LIMIT = 1e-5  # fp32 on a tiny model: the train/rollout bound Miles gates on
+
+
+def covering_layers(spec) -> int:
+    """The shortest prefix of the layout with every attention kind, every FFN kind and two layers at least."""
+    kinds = {(layer.attention) for layer in spec.layers} | {layer.ffn for layer in spec.layers}
+    seen: set[str] = set()
+    for layer in spec.layers:
+        seen |= {layer.attention, layer.ffn}
+        if seen == kinds:
+            return max(layer.index + 1, 2)
+    return spec.num_layers
+
+
+def bridge_import() -> str:
+    """Whether megatron-bridge imports here; if not, the exact import that needs a package this machine lacks."""
+    import traceback
+
+    try:
+        import megatron.bridge  # noqa: F401
+    except ImportError as err:
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        where = frame.filename.split("/megatron/bridge/")[-1]
+        return f"not run: import megatron.bridge needs {err.name} (megatron/bridge/{where}:{frame.lineno})"
+    return "ok"
 
 
 def synthetic_checkpoint(spec, folder: Path) -> dict[str, torch.Tensor]:
@@ -52,7 +76,23 @@ def untrainable(model, spec, chosen: dict[str, torch.Tensor]) -> set[str]:
     return out
 
 
-def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: int, folder: str, port: int) -> None:
+# Mistakes the checks must catch (tests plant them): a mapping to a parameter the model lacks, a layer kind with no
+# layer spec.
+PLANTS = ("mapping", "layer-kind")
+
+
+def plant_mistake(plant: str) -> None:
+    from dayone.adapters.megatron import layer_specs
+    from dayone.adapters.weightmap import layouts
+
+    if plant == "mapping":
+        layouts.MEGATRON_LAYER["kda.b_proj"] = ("self_attention.b_proj.weight", None)
+    elif plant == "layer-kind":
+        layer_specs.ATTENTION_SPECS.pop("kda")
+
+
+def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: int, folder: str, port: int,
+              plant: str | None = None) -> None:  # fmt: skip
     import torch.distributed as dist
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
@@ -65,7 +105,8 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     from megatron.core import parallel_state as ps
 
     ps.initialize_model_parallel(tp, 1, expert_model_parallel_size=ep, expert_tensor_parallel_size=1)
-    spec = scaled_spec(load_spec(spec_name), "tiny", layers)
+    full = load_spec(spec_name)
+    spec = scaled_spec(full, "tiny", layers or covering_layers(full))
     tensors = synthetic_checkpoint(spec, Path(folder) / "checkpoint") if rank == 0 else None
     holder = [tensors]
     dist.broadcast_object_list(holder, src=0)
@@ -74,8 +115,14 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
                     "failures": []}  # fmt: skip
     fail = report["failures"].append
 
+    if plant:
+        plant_mistake(plant)
     torch.manual_seed(0)
-    model = build_model(spec, tensor_parallel=tp, expert_parallel=ep)
+    try:
+        model = build_model(spec, tensor_parallel=tp, expert_parallel=ep)
+    except ValueError as e:  # a layout the layer specs cannot build, named
+        fail(str(e).split(" when instantiating")[0])
+        return _finish(report, rank, folder)
     table = build_weight_map(spec, "megatron", mxfp4="dequantize")
     par = walk.Parallel(ps.get_tensor_model_parallel_rank(), tp, ps.get_expert_model_parallel_rank(), ep)
     state = walk.to_target(table, tensors.__getitem__, par, dtype=torch.float32)
@@ -187,15 +234,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def verify(spec_name: str, world: int = 1, tp: int = 1, ep: int = 1, layers: int = 5) -> dict:
+def verify(
+    spec_name: str, world: int = 1, tp: int = 1, ep: int = 1, layers: int | None = None, plant: str | None = None
+) -> dict:
     """Run the checks on `world` gloo ranks; the merged report (failures of every rank)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(rank_main, args=(world, tp, ep, spec_name, layers, folder, _free_port()), nprocs=world)
+        mp.spawn(rank_main, args=(world, tp, ep, spec_name, layers, folder, _free_port(), plant), nprocs=world)
         reports = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(world)]
     merged = reports[0]
     merged["failures"] = [f for r in reports for f in r["failures"]]
+    merged["megatron_bridge_import"] = bridge_import()
     return merged
 
 
@@ -205,9 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--ep", type=int, default=1)
-    parser.add_argument("--layers", type=int, default=5)
+    parser.add_argument("--layers", type=int, help="the tiny model's layers (default: the shortest covering prefix)")
+    parser.add_argument("--plant", choices=PLANTS, help="plant a mistake the checks must report (tests)")
     args = parser.parse_args(argv)
-    report = verify(args.spec, args.world_size, args.tp, args.ep, args.layers)
+    report = verify(args.spec, args.world_size, args.tp, args.ep, args.layers, args.plant)
     print(json.dumps(report, indent=1))
     return 1 if report["failures"] else 0
 

@@ -1,88 +1,93 @@
-"""Miles: `scripts/models/<name>.py` with `model_args(**kw) -> str`, and a package converting weights between the
-checkpoint and Megatron (weight sync into SGLang, HF -> Megatron loading with TP and EP, gate+up fusion, A_log
-padding, MXFP4 dequantized for training and requantized for sync).
+"""Miles: what Miles consumes for a new model, found in Miles' K3 support (radixark/miles, K3 branch).
 
-    <out>/miles/scripts/models/<name>.py
-    <out>/miles/<package>/convert.py        convert_<name>_to_hf, load_hf, save_hf
-    <out>/miles/<package>/weight_table.py   the megatron-layout weight map (MXFP4 experts dequantized)
-    <out>/miles/<package>/walk.py, mxfp4.py   the table walker, shipped verbatim
+    <out>/miles/scripts/models/<name>.sh       MODEL_ARGS=(...) as Miles' scripts/models/*.sh, --spec on the plugin
+    <out>/miles/scripts/models/<name>.py       the same arguments as `model_args(**kw) -> str`
+    <out>/miles/<package>/plugin.py            get_<name>_spec(args, config, vp_stage): the `--spec` function Miles'
+                                               model provider calls; returns the TransformerBlock spec of the model
+                                               (`dayone.adapters.megatron`) for megatron-core's GPTModel
+    <out>/miles/<package>/spec_data.py         the spec the plugin builds the layers from, as data
+    <out>/miles/<package>/convert.py           convert_<name>_to_hf (weight sync), load_hf, save_hf
+    <out>/miles/<package>/weight_table.py, walk.py, mxfp4.py
+    <out>/miles/miles_megatron_to_hf.patch     Miles dispatches its Megatron->HF converters by model name in a fixed
+                                               if/elif (megatron_to_hf/__init__.py): the smallest patch calling ours
+Only arguments Megatron accepts are passed: megatron-core TransformerConfig fields (dashed) and the Megatron-LM
+training flags Miles' own K3 script passes (`MEGATRON_LM_FLAGS`). What Megatron has no argument for (KDA, attention
+residuals, SiTU, the latent MoE and its norm) the plugin reads from the spec.
 """
 
 from __future__ import annotations
 
-import textwrap
-
+from dayone.adapters.megatron.config import model_fields
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
 from dayone.spec.layout import to_expression
+from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
 TARGET = "miles"
 RELEASE = "megatron-core 0.16.1"
+# The Miles commit (its K3 branch) whose megatron_to_hf/__init__.py the patch is written against, and that file's
+# git blob: the patch applies to exactly this content.
+MILES_COMMIT = "c7969ad1f64980688cd1530426dde42851b86d5c"
+MILES_DISPATCH = "miles/backends/megatron_utils/megatron_to_hf/__init__.py"
+MILES_DISPATCH_BLOB = "5f50ce493b69838c8ba6127f9299644b172818b3"
+# Megatron-LM training flags that name no TransformerConfig field, each as Miles' K3 script passes it
+# (radixark/miles@c7969ad scripts/models/kimi-k3.sh), with the config field it sets.
+MEGATRON_LM_FLAGS = {
+    "spec": None,
+    "vocab-size": None,
+    "max-position-embeddings": None,
+    "make-vocab-size-divisible-by": None,
+    "position-embedding-type": None,
+    "untie-embeddings-and-output-weights": "share_embeddings_and_output_weights",
+    "disable-bias-linear": "add_bias_linear",
+    "swiglu": "gated_linear_unit",
+    "norm-epsilon": "layernorm_epsilon",
+    "num-experts": "num_moe_experts",
+}
+# TransformerConfig fields passed as arguments (the rest of model_fields are the plugin's to set).
+CONFIG_ARGS = (
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels", "normalization",
+    "hidden_dropout", "attention_dropout", "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+    "qk_pos_emb_head_dim", "v_head_dim", "qk_layernorm", "moe_layer_freq", "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size", "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax",
+    "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_topk_scaling_factor",
+    "moe_router_num_groups", "moe_router_group_topk", "moe_router_dtype", "moe_router_load_balancing_type",
+    "moe_aux_loss_coeff",
+)  # fmt: skip
 
 
 def model_args(spec: ModelSpec) -> list[tuple[str, object]]:
-    """Megatron arguments (Megatron-Core TransformerConfig names, dashed), in a stable order."""
+    """Megatron arguments, in a stable order (None and False values are dropped by the script)."""
+    fields = model_fields(spec)
+    package = common.package_name(spec, TARGET)
     args: list[tuple[str, object]] = [
         ("num-layers", spec.num_layers),
         ("hidden-size", spec.hidden_size),
         ("vocab-size", spec.vocab_size),
         ("max-position-embeddings", spec.max_position_embeddings),
+        ("spec", f"{package}.plugin get_{common.snake(spec.name)}_spec"),
         ("normalization", "RMSNorm"),
         ("norm-epsilon", spec.norm_eps),
         ("disable-bias-linear", True),
-        ("swiglu", True),  # gated MLPs: linear_fc1 = [gate; up]
+        ("swiglu", True),  # gated MLPs: linear_fc1 = [gate; up] (the plugin sets SiTU where the spec has it)
         ("untie-embeddings-and-output-weights", not spec.tie_word_embeddings),
         ("position-embedding-type", "none"),
     ]
-    if spec.dense_intermediate_size:
-        args.append(("ffn-hidden-size", spec.dense_intermediate_size))
     if spec.kda is not None:
-        k = spec.kda
-        kinds = spec.attention_kinds
-        args += [
-            ("linear-attention-freq", list_expression(["1" if a == "kda" else "0" for a in kinds])),
-            ("linear-conv-kernel-dim", k.conv_kernel_size),
-            ("linear-key-head-dim", k.head_dim),
-            ("linear-value-head-dim", k.head_dim),
-            ("linear-num-key-heads", k.num_heads),
-            ("linear-num-value-heads", k.num_heads),
-        ]
-    if spec.mla is not None:
-        m = spec.mla
-        args += [
-            ("multi-latent-attention", True),
-            ("num-attention-heads", m.num_heads),
-            ("kv-channels", m.v_head_dim),
-            ("q-lora-rank", m.q_lora_rank),
-            ("kv-lora-rank", m.kv_lora_rank),
-            ("qk-head-dim", m.qk_nope_head_dim),
-            ("qk-pos-emb-head-dim", m.qk_rope_head_dim),
-            ("v-head-dim", m.v_head_dim),
-            ("qk-layernorm", True),
-            ("attention-output-gate", m.output_gate),
-        ]
+        # megatron-core's own hybrid-pattern field (1 = linear attention); the plugin checks it against the spec
+        args.append(
+            ("linear-attention-freq", list_expression(["1" if a == "kda" else "0" for a in spec.attention_kinds]))
+        )
     if spec.moe is not None:
-        e = spec.moe
-        args += [
-            ("num-experts", e.num_experts),
-            ("moe-router-topk", e.experts_per_token),
-            ("moe-ffn-hidden-size", e.expert_intermediate_size),
-            ("moe-shared-expert-intermediate-size", e.shared_intermediate_size or None),
-            ("moe-layer-freq", list_expression(["1" if f == "moe" else "0" for f in spec.ffn_kinds])),
-            ("moe-router-score-function", e.router.activation),
-            ("moe-router-enable-expert-bias", e.router.correction_bias),
-            ("moe-router-bias-update-rate", 0),
-            ("moe-router-topk-scaling-factor", e.router.scaling_factor),
-            ("moe-router-num-groups", e.router.num_groups),
-            ("moe-router-group-topk", e.router.topk_groups),
-            ("moe-router-dtype", "fp32"),
-            ("moe-grouped-gemm", True),
-            ("moe-aux-loss-coeff", 0),
-            ("moe-latent-size", e.latent_size),
-        ]
-    extras = k3_extras(spec)
-    return args + extras
+        args.append(("num-experts", spec.moe.num_experts))
+    for name in CONFIG_ARGS:
+        if name in fields and name not in ("num_layers", "hidden_size", "normalization"):
+            value = fields[name]
+            if name == "moe_layer_freq":
+                value = list_expression([str(f) for f in value])
+            args.append((name.replace("_", "-"), value))
+    return args
 
 
 def list_expression(flags: list[str]) -> str:
@@ -95,44 +100,74 @@ def list_expression(flags: list[str]) -> str:
     return "(" + "+".join(terms) + ")"
 
 
-def k3_extras(spec: ModelSpec) -> list[tuple[str, object]]:
-    """Arguments for what stock Megatron-Core lacks (read by the layer spec): KDA gates, SiTU, attention residuals."""
-    out: list[tuple[str, object]] = []
-    if spec.kda is not None:
-        k = spec.kda
-        out += [("kda-gate", k.gate.kind), ("kda-gate-lower-bound", k.gate.lower_bound), ("kda-gate-rank", k.gate.rank),
-                ("kda-output-gate", k.output_gate.kind), ("kda-output-gate-rank", k.output_gate.rank)]  # fmt: skip
-    if spec.activation.kind == "situ":
-        out += [("activation", "situ"), ("situ-beta", spec.activation.beta),
-                ("situ-linear-beta", spec.activation.linear_beta)]  # fmt: skip
-    if spec.residual.kind == "attention":
-        out.append(("attention-residual-block-size", spec.residual.block_size))
-    if spec.moe is not None and spec.moe.latent_norm:
-        out.append(("moe-latent-norm", True))
-    return out
+def unknown_arguments(flags: list[str], config_fields: set[str]) -> list[str]:
+    """The flags neither a TransformerConfig field (`config_fields`, underscored) nor a known Megatron-LM flag."""
+    return [f for f in flags if f not in MEGATRON_LM_FLAGS and f.replace("-", "_") not in config_fields]
+
+
+def shell_args(args: list[tuple[str, object]]) -> list[str]:
+    """The MODEL_ARGS lines of the .sh script: `--flag value`, values quoted for bash."""
+    lines = []
+    for flag, value in args:
+        if value is True:
+            lines.append(f"--{flag}")
+        elif flag == "spec":
+            module, function = str(value).split()
+            lines.append(f'--spec "{module}" "{function}"')
+        else:
+            lines.append(f'--{flag} "{value}"')
+    return lines
+
+
+def dispatch_patch(package: str, snake: str) -> str:
+    """The unified diff that sends Miles' converter dispatch to ours when --model-name is the package's name: first
+    in the chain, since Miles' own branches match by substring ("kimi_k3" in model_name)."""
+    return (
+        f"--- a/{MILES_DISPATCH}\n+++ b/{MILES_DISPATCH}\n"
+        "@@ -33,6 +33,9 @@\n"
+        " def _convert_to_hf_core(args, model_name, name, param):\n"
+        "     model_name = model_name.lower()\n"
+        f'+    if model_name == "{package}":\n'
+        f"+        from {package}.convert import convert_{snake}_to_hf\n"
+        f"+        return convert_{snake}_to_hf(args, name, param)\n"
+        "     if (\n"
+        '         "glm4moelite" in model_name\n'
+        '         or "deepseekv3" in model_name\n'
+        '         or "glmmoedsa" in model_name\n'
+    )
 
 
 def files(spec: ModelSpec) -> dict[str, str]:
     package = common.package_name(spec, TARGET)
+    snake = common.snake(spec.name)
     wm = build_weight_map(spec, "megatron", mxfp4="dequantize")
     what = "Miles weight conversion"
-    extras = [flag for flag, _ in k3_extras(spec)]
+    args = [(flag, value) for flag, value in model_args(spec) if value is not None and value is not False]
     context = {
         "header": common.header(spec, what),
         "spec": spec,
         "package": package,
-        "snake": common.snake(spec.name),
+        "snake": snake,
         "quantized": spec.quantization is not None,
         "a_log_shape": list(spec.kda.a_log_shape) if spec.kda else [],
-        "args": [(flag, value) for flag, value in model_args(spec) if value is not None and value is not False],
-        "k3_extras": textwrap.fill(", ".join(f"--{flag}" for flag in extras), width=116, subsequent_indent=""),
+        "args": args,
+        "shell_args": shell_args(args),
+        "miles_commit": MILES_COMMIT,
+        "dispatch_file": MILES_DISPATCH,
+        "spec_data": spec_to_dict(spec),
     }
     out = {
         f"scripts/models/{spec.name}.py": common.render(
             "miles/model_args.py.j2", **context | {"header": common.header(spec, "Miles model arguments")}
         ),
+        f"scripts/models/{spec.name}.sh": common.render(
+            "miles/model_args.sh.j2", **context | {"header": common.header(spec, "Miles model arguments")}
+        ),
         f"{package}/__init__.py": common.render("miles/init.py.j2", **context),
         f"{package}/convert.py": common.render("miles/convert.py.j2", **context),
+        f"{package}/plugin.py": common.render("miles/plugin.py.j2", **context),
+        f"{package}/spec_data.py": common.render("common/spec_data.py.j2", **context),
+        "miles_megatron_to_hf.patch": dispatch_patch(package, snake),
         f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
         "pyproject.toml": common.render(
             "common/pyproject.toml.j2", **context, target=TARGET, release=RELEASE, entry_points={}

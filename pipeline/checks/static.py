@@ -3,7 +3,8 @@
 Per target: every Python file byte-compiles; ruff check and ruff format --check are clean; every symbol imported from
 the framework exists in the pinned release and every keyword passed to it is in its signature (api.py); the weight
 table the code walks passes the table checks (coverage, shapes, splits, part order, derived tensors); and
-regenerating gives the same bytes.
+regenerating gives the same bytes. Miles and Megatron-Bridge: where the megatron peer is installed, the model those
+adapters build, run by megatron-core on the CPU (`dayone.adapters.megatron.peer`; "not run" and why where it is not).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class TargetCheck:
     calls: int = 0
     releases: list[str] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=dict)
+    megatron: dict | None = None  # the Megatron checks' report (Miles, Megatron-Bridge)
 
     @property
     def ok(self) -> bool:
@@ -48,6 +50,7 @@ class TargetCheck:
             "calls_checked": self.calls,
             "releases": self.releases,
             "problems": self.problems,
+            **({"megatron": self.megatron} if self.megatron is not None else {}),
         }
 
 
@@ -70,6 +73,11 @@ def check_target(
         result.calls += check.calls_checked
     result.problems["api"] = api
     result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
+    if target in ("miles", "megatron-bridge"):
+        from dayone.adapters.megatron.peer import megatron_checks
+
+        result.megatron = megatron_checks(spec)
+        result.problems["megatron"] = list(result.megatron.get("failures", []))
     again = regenerate()
     result.problems["deterministic"] = [
         f"{rel}: differs when regenerated" for rel in expected if again.get(rel) != expected[rel]

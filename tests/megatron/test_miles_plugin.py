@@ -1,0 +1,63 @@
+"""The generated Miles package used as Miles uses it, in the megatron peer (`miles_worker.py`): its arguments are all
+megatron-core config fields or Megatron-LM flags Miles passes, its `--spec` plugin builds megatron-core's GPTModel,
+and the weight-sync converter fed that model's parameters gives back the release's names and bytes. The dispatch
+patch is pinned to a Miles commit and file blob."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dayone.adapters.targets import common, miles
+from dayone.spec.registry import load_spec
+
+HERE = Path(__file__).parent
+PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
+
+
+def run_worker(tmp_path, *args: str) -> dict:
+    assert (PEER / "megatron_core-0.16.1.dist-info").is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
+    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "miles_worker.py"), *args[:2], str(tmp_path), *args[2:]],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return json.loads(line)
+
+
+def test_miles_package_builds_the_model_and_syncs_release_weights(tmp_path):
+    report = run_worker(tmp_path, "kimi-k3", "5")
+    print(report)
+    assert report["failures"] == []
+    assert report["arguments"] > 20 and report["synced_tensors"] > 100
+
+
+def test_an_argument_megatron_does_not_accept_is_named(tmp_path):
+    report = run_worker(tmp_path, "kimi-k3", "5", "--plant-argument", "kda-gate")
+    assert report["failures"] == [
+        "--kda-gate is neither a megatron-core TransformerConfig field nor a Megatron-LM flag"
+    ]
+
+
+def test_dispatch_patch_is_pinned_and_reaches_the_generated_converter():
+    """Applying the patch needs Miles' file at MILES_COMMIT, which CI cannot fetch: this checks what the patch says;
+    `git apply --check` against radixark/miles@c7969ad1f (blob MILES_DISPATCH_BLOB) was run when it was written."""
+    spec = load_spec("kimi-k3")
+    files = miles.files(spec)
+    patch = files["miles_megatron_to_hf.patch"]
+    package = common.package_name(spec, "miles")
+    assert patch.startswith(f"--- a/{miles.MILES_DISPATCH}\n+++ b/{miles.MILES_DISPATCH}\n@@ -33,6 +33,9 @@\n")
+    added = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == [
+        f'    if model_name == "{package}":',
+        f"        from {package}.convert import convert_kimi_k3_to_hf",
+        "        return convert_kimi_k3_to_hf(args, name, param)",
+    ]
+    assert "def convert_kimi_k3_to_hf(args, name: str, param: torch.Tensor)" in files[f"{package}/convert.py"]
+    assert f"--model-name {package}" in files["scripts/models/kimi-k3.sh"]
+    assert len(miles.MILES_COMMIT) == 40 and len(miles.MILES_DISPATCH_BLOB) == 40
