@@ -10,7 +10,6 @@ $DAYONE_CACHE/frameworks/<name>-<version>/ (default ~/.cache/dayone); a later ru
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayone import untrusted_json
 from dayone.atomic import swap_in
 from dayone.errors import InputError
 
@@ -94,7 +94,7 @@ def _download_sdist(release: Release, into: Path) -> Path:
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
-            listing = json.load(response)
+            listing = untrusted_json.loads(response.read(), f"{release.key}: {url}")
         wanted = f"{release.name}-{release.version}.tar.gz"
         entry = next((f for f in listing["files"] if f["filename"] == wanted), None)
         if entry is None:
@@ -107,7 +107,9 @@ def _download_sdist(release: Release, into: Path) -> Path:
                 out.write(chunk)
     except OSError as err:
         raise InputError(f"{release.key}: cannot fetch the sdist from {url}: {err}") from None
-    if digest.hexdigest() != entry["hashes"]["sha256"]:
+    except (KeyError, TypeError, AttributeError):
+        raise InputError(f"{release.key}: {url} answered JSON that is not a package index listing") from None
+    if not isinstance(entry.get("hashes"), dict) or digest.hexdigest() != entry["hashes"].get("sha256"):
         raise InputError(f"{release.key}: sha256 of {wanted} does not match the index")
     return path
 
