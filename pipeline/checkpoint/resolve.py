@@ -29,15 +29,22 @@ def open_checkpoint(source: str | Path, allow_pickle: bool = False, read_headers
 
 def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, read_headers: bool = True) -> Checkpoint:
     """A Hub checkpoint through the local HF cache: metadata files are downloaded into it (or found there offline)."""
+    import logging
+
+    import httpx2
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         EntryNotFoundError,
+        HfHubHTTPError,
         LocalEntryNotFoundError,
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
 
     source = f"{repo_id}@{revision}" if revision else repo_id
+    # huggingface_hub logs each retry of an unreachable Hub as a warning ("Retrying in 8s"): its retries are bounded
+    # (5, ~23 s); the failure, if any, is our one line.
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     try:
         config_path = Path(hf_hub_download(repo_id, "config.json", revision=revision))
     except (RepositoryNotFoundError, RevisionNotFoundError) as err:
@@ -48,6 +55,13 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, rea
         ) from None
     except EntryNotFoundError:
         raise InputError(f"{source}: the repo has no config.json") from None
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "?"
+        raise InputError(f"{source}: the Hub answered HTTP {status} for config.json") from None
+    except (httpx2.HTTPError, OSError) as err:
+        raise InputError(f"{source}: cannot reach the Hub ({type(err).__name__})") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as err:  # huggingface_hub choking on what it was sent
+        raise InputError(f"{source}: the Hub's answer could not be read ({type(err).__name__})") from None
     snapshot = config_path.parent
     # The cache's snapshot files are symlinks into ../../blobs: trust the repo's cache folder, nothing outside it.
     repo_cache = snapshot.parent.parent
@@ -55,8 +69,10 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, rea
         try:
             hf_hub_download(repo_id, name, revision=revision)
             break
-        except (EntryNotFoundError, LocalEntryNotFoundError):
-            continue
+        except (EntryNotFoundError, LocalEntryNotFoundError, HfHubHTTPError, httpx2.HTTPError, OSError):
+            continue  # not there, or not reachable: the check below names what is missing
+        except (AttributeError, KeyError, TypeError, ValueError) as err:
+            raise InputError(f"{source}: the Hub's answer could not be read ({type(err).__name__})") from None
     if not (snapshot / INDEX_NAME).exists() and not (snapshot / SINGLE_NAME).exists():
         raise InputError(f"{source}: neither {INDEX_NAME} nor {SINGLE_NAME} is available (not cached, or offline)")
     if (snapshot / INDEX_NAME).exists():

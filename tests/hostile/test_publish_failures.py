@@ -143,6 +143,8 @@ def test_connection_refused_dns_tls_and_malformed_urls(dist, tmp_path, monkeypat
 def test_hub_failures_are_one_line_and_leak_no_token(dist, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
+    # the Hub client caches what its endpoint serves under HF_HOME: keep that inside the test
+    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agent_harnesses.json"), raising=False)
     card = tmp_path / "card"
     card.mkdir()
     (card / "README.md").write_text("# card\n")
