@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 from dayone.errors import InputError
-from dayone.redact import redact, redact_streams, redacting_streams
+from dayone.redact import redact, redact_streams, redacting_streams, remember_command_line
 
 COMMANDS_DIR = Path(__file__).parent / "commands"
 
@@ -43,5 +43,6 @@ def cli() -> None:
 
 
 def main() -> None:
+    remember_command_line(sys.argv[1:])  # a token given as an option is a secret like GITHUB_TOKEN
     redact_streams()  # for the whole process: no secret in any output, tracebacks included
     cli(prog_name="integrate")

@@ -33,6 +33,17 @@ def remember(secret: str | None) -> None:
         _remembered.add(secret)
 
 
+def remember_command_line(args: list[str]) -> None:
+    """Every value given to an option named like a secret (--token, --hf-token=..., --api-key, --password), except
+    --tokens, which takes token ids."""
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if not name.startswith("--") or name == "--tokens":
+            continue
+        if any(word in name for word in ("token", "secret", "password", "api-key", "apikey")):
+            remember(value if eq else (args[i + 1] if i + 1 < len(args) else None))
+
+
 def secrets() -> list[str]:
     """Every secret the process holds, in the forms it can appear in text, longest first."""
     raw = {os.environ.get(name) or "" for name in SECRET_VARIABLES} | _remembered
