@@ -192,3 +192,10 @@ def test_a_package_index_answering_nonsense_is_one_error(tmp_path, monkeypatch, 
         with pytest.raises(InputError) as err:
             releases._download_sdist(releases.Release("vllm", "0.33.0", "sdist", ("vllm",)), tmp_path)
     assert "\n" not in str(err.value) and str(err.value).startswith("vllm-0.33.0: ")
+
+
+def test_tokens_given_as_options_are_secrets_too():
+    from dayone.redact import remember_command_line
+
+    remember_command_line(["publish", "--hf-token", "tok-from-argv-1", "--api-key=key-from-argv-2", "--tokens", "1,2"])
+    assert redact("a tok-from-argv-1 b key-from-argv-2 c 1,2") == f"a {MASK} b {MASK} c 1,2"
