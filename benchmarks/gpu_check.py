@@ -84,7 +84,7 @@ class Check:
 
     def run(self, step: Step, argv: list[str], limit: float, env: dict | None = None) -> subprocess.CompletedProcess:
         """One subprocess under min(limit, the budget left); its output goes to the log under the step's name."""
-        limit = min(limit, max(1.0, self.deadline - time.monotonic()))
+        limit = max(1.0, min(limit, self.deadline - time.monotonic()))
         start = time.monotonic()
         try:
             done = subprocess.run(
@@ -119,10 +119,11 @@ class Check:
 
     def validate(self) -> Step:
         step = Step("validate")
+        ends = time.monotonic() + LIMITS["validate"]  # one limit for the step's four commands
         for model in DRY_MODELS if self.dry_run else MODELS:
             checkpoint, report = self.work / f"{model}-tiny", self.work / f"validate-{model}.json"
             done = self.run(step, [sys.executable, "-m", "dayone", "synth", model, "--scale", "tiny", "-o",
-                                   str(checkpoint)], LIMITS["validate"])  # fmt: skip
+                                   str(checkpoint)], ends - time.monotonic())  # fmt: skip
             if done.returncode != 0:
                 step.detail[model] = {"status": "error", "why": "integrate synth failed"}
                 continue
@@ -132,7 +133,7 @@ class Check:
                 argv += ["--device", "cpu", "--kernels", "torch", "--no-reload-check"]
             else:
                 argv += ["--device", "cuda", "--kernels", "triton"]
-            self.run(step, argv, LIMITS["validate"])
+            self.run(step, argv, ends - time.monotonic())
             summary = validate_summary(report) if report.exists() else {"status": "error"}
             if not self.dry_run and set(summary.get("kernels", {}).values()) - {"triton"}:
                 # A fast tier that fell back to a torch counterpart would not have checked that kernel.
