@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from dayone.checkpoint.reader import read_config
 from dayone.commands.output import console, emit_json, human_count, write_atomic
-from dayone.commands.spec_source import slug, spec_for_checkpoint
-from dayone.spec.derive import derive_spec
-from dayone.spec.layout import to_expression
-from dayone.spec.manifest import build_manifest
-from dayone.spec.params import count_params
-from dayone.spec.registry import json_schema, list_specs, load_spec, spec_to_yaml
-from dayone.spec.schema import ModelSpec
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from dayone.spec.schema import ModelSpec
+
+# Each subcommand imports what it uses: `spec list` is run by scripts and must start fast.
 
 
 @click.group()
@@ -27,6 +24,9 @@ def spec() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(as_json: bool) -> None:
     """List the shipped specs."""
+    from dayone.spec.registry import list_specs, load_spec
+    from rich.table import Table
+
     rows = []
     for name in list_specs():
         s = load_spec(name)
@@ -41,6 +41,10 @@ def list_cmd(as_json: bool) -> None:
 
 
 def summarize(s: ModelSpec) -> dict:
+    from dayone.spec.layout import to_expression
+    from dayone.spec.manifest import build_manifest
+    from dayone.spec.params import count_params
+
     counts = count_params(s, build_manifest(s))
     return {
         "name": s.name,
@@ -66,6 +70,8 @@ def summarize(s: ModelSpec) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(name_or_file: str, as_json: bool) -> None:
     """Show a spec: layer table, parameters, every field."""
+    from dayone.spec.registry import load_spec, spec_to_yaml
+
     s = load_spec(name_or_file)
     summary = summarize(s)
     if as_json:
@@ -93,6 +99,11 @@ def show(name_or_file: str, as_json: bool) -> None:
 @click.option("--name", help="Spec name (default: from the folder or file name).")
 def derive(source: str, output: Path | None, name: str | None) -> None:
     """Derive a spec from an HF config.json or a checkpoint folder."""
+    from dayone.checkpoint.reader import read_config
+    from dayone.commands.spec_source import slug, spec_for_checkpoint
+    from dayone.spec.derive import derive_spec
+    from dayone.spec.registry import spec_to_yaml
+
     path = Path(source)
     if path.is_file():
         config = read_config(path)
@@ -116,6 +127,8 @@ def derive(source: str, output: Path | None, name: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the schema here.")
 def schema(output: Path | None) -> None:
     """Export the JSON schema of spec files (for editors)."""
+    from dayone.spec.registry import json_schema
+
     text = json.dumps(json_schema(), indent=2) + "\n"
     if output:
         write_atomic(output, text)
