@@ -7,7 +7,8 @@ exactly the weight map's Megatron side for that rank; a synthetic release-format
 release stores them) is loaded through the map; rank 0 gathers every rank's tensors and converts them back to the
 checkpoint, which must be bitwise the original. Then per-token log-probs of a batch against the reference tier
 (`dayone.adapters.model`, fp32), the vocab-parallel logits gathered; at TP 1 with autograd on, a backward pass whose
-gradients must be finite, and non-zero for every parameter that can receive one (see `untrainable`).
+gradients must be finite, and non-zero for every parameter that can receive one (see `untrainable`); and the
+train/rollout parity Miles gates on (`_train_rollout`), measured in this model.
 Prints one JSON report; exit 1 when a check fails, each failure named.
 """
 
@@ -206,7 +207,36 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
             else:
                 report["gradients_checked"] += 1
         report["no_gradient_by_construction"] = len(skip)
+    _train_rollout(model, spec, tensors, tp, rank, report)
     _finish(report, rank, folder)
+
+
+def _train_rollout(model, spec, tensors, tp: int, rank: int, report: dict) -> None:
+    """Train/rollout parity as Miles gates RL on it: the rollout engine (the reference tier, prefill + cached
+    decode) samples responses, the Megatron model re-scores prompt + response, the responses' log-probs compared."""
+    import torch.distributed as dist
+    from dayone.adapters.rl import rl_metrics, rollout
+
+    shared = [None]
+    if rank == 0:
+        gen = torch.Generator().manual_seed(5)
+        prompts = [torch.randint(3, spec.vocab_size, (n,), generator=gen) for n in (5, 3)]
+        ro = rollout(spec, tensors, prompts, response_len=4)
+        shared = [(ro.sequences(), ro.prompts, ro.logprobs)]
+    dist.broadcast_object_list(shared, src=0)
+    sequences, prompts, rollout_lp = shared[0]
+    model.eval()
+    train_lp = []
+    with torch.no_grad():
+        for seq in sequences:
+            logits = _gather_vocab(model(seq[None], position_ids=None, attention_mask=None), tp)
+            train_lp.append(F.log_softmax(logits.float(), -1)[0, :-1].gather(-1, seq[1:, None])[:, 0])
+    if rank == 0:
+        metrics = rl_metrics([t[len(p) - 1 :] for t, p in zip(train_lp, prompts)], rollout_lp)
+        report |= {f"megatron_{name}": value for name, value in metrics.items()}
+        if not metrics["train_rollout_logprob_abs_diff_max"] < LOGPROB_LIMIT:
+            worst = metrics["train_rollout_logprob_abs_diff_max"]
+            report["failures"].append(f"train/rollout log-probs differ by {worst:.3g} > {LOGPROB_LIMIT} in Megatron")
 
 
 def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
