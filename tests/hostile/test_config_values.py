@@ -170,3 +170,15 @@ def test_commands_refuse_huge_counts_at_once(tmp_path):
         assert code == 2, (args, out, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert time.monotonic() - start < 30  # generate's first run imports torch; a count is never iterated
+
+
+def test_the_payload_of_the_issue_is_refused_by_generate(tmp_path):
+    """architectures[0] = 'Kimi"; __import__("os").system(...); X = "' gave exit 0 and a package running the payload."""
+    payload = 'Kimi"; __import__("os").system("touch ' + str(tmp_path / "pwned") + '"); X = "'
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(edited(LINEAR, architectures=[payload])))
+    save_file({"lm_head.weight": torch.zeros(1)}, root / "model.safetensors")
+    code, _, err = _run("generate", root, "--target", "megatron-bridge", "-o", tmp_path / "out")
+    assert code == 2 and "architectures[0]" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "pwned").exists()
