@@ -14,9 +14,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple
+from itertools import repeat
+from typing import TYPE_CHECKING, NamedTuple
 
-from dayone.spec.schema import ModelSpec
+if TYPE_CHECKING:  # header readers import DTYPE_BYTES from here; they need no pydantic
+    from dayone.spec.schema import ModelSpec
 
 DTYPE_BYTES = {
     "BF16": 2,
@@ -159,44 +161,75 @@ class Manifest:
         return table
 
 
-class ExpectedTable:
-    """name -> (shape as a list, dtype), like Manifest.expected(), without expanding the expert groups: an expert
-    name is parsed (<group prefix><e>.<suffix>) and looked up in its group. Coverage of a K3 release asks ~500k
-    names; building the full table first would cost more than answering them."""
+Entry = tuple[list[int], str, int]  # (shape as a list, dtype, bytes): a header entry's fields as JSON parses them
+
+
+class EntryTable:
+    """name -> Entry for every tensor of a manifest, the way coverage asks: a shard's names all at once.
+
+    A K3 has 497k names, 99% of them routed experts; building them all costs more than parsing a tenth of the
+    headers. So only plain tensors are in the table at first, and an expert group's names are added (joined by C-level
+    string concatenation) when a lookup first meets one of them: each worker process builds only the groups its
+    shards hold, in parallel, instead of the parent building all of them up front.
+    """
 
     def __init__(self, manifest: Manifest) -> None:
-        self.manifest = manifest
-        self.plain: dict[str, tuple[list[int], str]] = {}
-        self.groups: dict[str, tuple[int, dict[str, tuple[list[int], str]]]] = {}
+        self.table: dict[str, Entry] = {}
+        self.groups: dict[str, ExpertGroup] = {}  # by prefix "<...>.experts.", until expanded
         self.count = 0
         for item in manifest.items:
             if isinstance(item, ExpertGroup):
-                parts = {p.suffix: (list(p.shape), p.dtype) for p in item.parts}
-                self.groups[item.prefix] = (item.num_experts, parts)
-                self.count += item.num_experts * len(parts)
+                self.groups[item.prefix] = item
+                self.count += item.num_experts * len(item.parts)
             else:
-                self.plain[item.name] = (list(item.shape), item.dtype)
+                self.table[item.name] = (list(item.shape), item.dtype, item.nbytes)
                 self.count += 1
+        self._numbered: dict[int, list[str]] = {}
 
-    def get(self, name: str) -> tuple[list[int], str] | None:
-        hit = self.plain.get(name)
-        if hit is not None:
-            return hit
-        head, sep, tail = name.rpartition(".experts.")
-        group = self.groups.get(head + sep) if sep else None
-        if group is None:
-            return None
-        index, _, suffix = tail.partition(".")
-        # "07" is not expert 7: only the canonical spelling is a manifest name.
-        if not index.isdigit() or (len(index) > 1 and index[0] == "0") or int(index) >= group[0]:
-            return None
-        return group[1].get(suffix)
+    def lookup(self, names: list[str]) -> list[Entry | None]:
+        """The entry of each name (None where the manifest has no such tensor), expanding groups as they are met."""
+        found = list(map(self.table.get, names))
+        start = 0
+        while True:
+            try:
+                start = found.index(None, start)
+            except ValueError:
+                return found
+            if self._expand_group_of(names[start]):
+                # A shard holds one or two groups: the rest of the list is looked up again, in C.
+                found[start:] = map(self.table.get, names[start:])
+            else:
+                start += 1
+
+    def get(self, name: str) -> Entry | None:
+        hit = self.table.get(name)
+        if hit is None and self._expand_group_of(name):
+            hit = self.table.get(name)
+        return hit
+
+    def keys(self):
+        for prefix in list(self.groups):
+            self._expand(self.groups.pop(prefix))
+        return self.table.keys()
 
     def __len__(self) -> int:
         return self.count
 
-    def keys(self):
-        return self.manifest.expected().keys()
+    def _expand_group_of(self, name: str) -> bool:
+        head, sep, _ = name.rpartition(".experts.")
+        group = self.groups.pop(head + sep, None) if sep else None
+        if group is not None:
+            self._expand(group)
+        return group is not None
+
+    def _expand(self, group: ExpertGroup) -> None:
+        numbered = self._numbered.get(group.num_experts)
+        if numbered is None:
+            numbered = self._numbered[group.num_experts] = [f"{e}." for e in range(group.num_experts)]
+        heads = list(map(group.prefix.__add__, numbered))
+        for part in group.parts:
+            entry = (list(part.shape), part.dtype, part.nbytes)
+            self.table.update(dict.fromkeys(map(str.__add__, heads, repeat(part.suffix)), entry))
 
 
 def build_manifest(spec: ModelSpec) -> Manifest:

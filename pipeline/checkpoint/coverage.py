@@ -1,23 +1,19 @@
 """Does a checkpoint hold exactly what its spec's manifest says? Missing, unexpected, wrong shape, wrong dtype.
 
-A K3 release has ~500k tensors in 96 shards, so the comparison is one pass per shard over the raw header entries
-against the manifest's name -> (shape, dtype) table, and `scan_coverage` runs those passes in forked worker
-processes (the table is shared copy-on-write) that send back only counts and the names that are off.
+`scan_coverage` compares every shard in parallel worker processes (dayone.checkpoint.header_scan), which send back
+counts and only the names that are off; `check_coverage` compares headers a Checkpoint has already read.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from dayone.checkpoint.header_scan import HeaderScan, ShardComparison, compare_entries
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint
-from dayone.checkpoint.safetensors_header import gc_paused, read_header
-from dayone.spec.manifest import ExpectedTable, Manifest
+from dayone.spec.manifest import EntryTable, Manifest
 
-Expected = dict[str, tuple[list[int], str]] | ExpectedTable
+Expected = EntryTable
 
 
 # Real checkpoints differ from a spec in float dtypes without being wrong: transformers saves a bf16 Kimi Linear with
@@ -56,40 +52,9 @@ class Coverage:
         }
 
 
-@dataclass
-class ShardComparison:
-    """One shard against the manifest: what a worker sends back (small unless the shard is badly off)."""
-
-    file: str
-    tensors: int
-    bytes_by_dtype: dict[str, int]
-    seen: int = 0  # entries the manifest expects
-    unexpected: list[str] = field(default_factory=list)
-    wrong_shape: dict[tuple, list[str]] = field(default_factory=dict)
-    wrong_dtype: dict[tuple, list[str]] = field(default_factory=dict)
-
-
-def compare_entries(file: str, entries: dict, bytes_by_dtype: dict[str, int], expected: Expected) -> ShardComparison:
-    result = ShardComparison(file, len(entries), bytes_by_dtype)
-    seen = 0
-    for name, entry in entries.items():
-        want = expected.get(name)
-        if want is None:
-            result.unexpected.append(name)
-            continue
-        seen += 1
-        shape, dtype = want
-        if entry["shape"] != shape:
-            result.wrong_shape.setdefault((tuple(shape), tuple(entry["shape"])), []).append(name)
-        elif entry["dtype"] != dtype:
-            result.wrong_dtype.setdefault((dtype, entry["dtype"]), []).append(name)
-    result.seen = seen
-    return result
-
-
 def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
     """Coverage from the checkpoint's (already read) headers, in this process."""
-    expected = ExpectedTable(manifest)
+    expected = EntryTable(manifest)
     if checkpoint.pickle_files:
         entries = {n: {"dtype": i.dtype, "shape": list(i.shape)} for n, i in checkpoint.pickle_tensors.items()}
         shards = [compare_entries("pickle", entries, {}, expected)]
@@ -98,10 +63,16 @@ def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
     return assemble(shards, expected, checkpoint)
 
 
+def shard_jobs(checkpoint: Checkpoint) -> list[tuple]:
+    """(path, file name) of every shard, in order: what a HeaderScan reads."""
+    return [(checkpoint.root / f, f) for f in checkpoint.files]
+
+
 def scan_coverage(
-    manifest: Manifest, checkpoint: Checkpoint, workers: int | None = None
+    manifest: Manifest, checkpoint: Checkpoint, early: HeaderScan | None = None
 ) -> tuple[Coverage, list[ShardComparison]]:
-    """Read, check and compare every shard header in parallel worker processes.
+    """Read, check and compare every shard header in parallel worker processes; `early` is a HeaderScan started
+    on these very shards before the manifest was known (inspect starts one first thing), else one starts here.
 
     Cross-shard checks come from the counts the workers send back; when they do not add up (a duplicate tensor, an
     index that disagrees with the headers, missing tensors) the checkpoint's own header reading names the culprit.
@@ -109,21 +80,18 @@ def scan_coverage(
     if checkpoint.pickle_files:
         coverage = check_coverage(manifest, checkpoint)
         return coverage, []
-    expected = ExpectedTable(manifest)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(checkpoint.files)))
-    paths = [str(checkpoint.root / f) for f in checkpoint.files]
-    groups = [paths[i::workers] for i in range(workers)]
-    global _EXPECTED
-    _EXPECTED = expected  # inherited by the forked workers without pickling
-    try:
-        if workers == 1:
-            results = _scan_group(groups[0])
-        else:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                results = [r for part in pool.map(_scan_group, groups) for r in part]
-    finally:
-        _EXPECTED = None
-    results.sort(key=lambda r: checkpoint.files.index(r.file))
+    expected = EntryTable(manifest)
+    jobs = shard_jobs(checkpoint)
+    if early is not None and early.jobs == jobs:
+        results = early.results(expected)
+    else:
+        if early is not None:
+            early.close()  # it guessed the shards from the folder, and the index names others
+        with HeaderScan(jobs) as scan:
+            results = scan.results(expected)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
     counts = {r.file: r.tensors for r in results}
     seen = sum(r.seen for r in results)
     unexpected = [n for r in results for n in r.unexpected]
@@ -134,18 +102,6 @@ def scan_coverage(
     ):
         checkpoint.shards  # noqa: B018 - reading them sequentially raises the precise error
     return assemble(results, expected, checkpoint), results
-
-
-_EXPECTED: Expected | None = None
-
-
-def _scan_group(paths: list[str]) -> list[ShardComparison]:
-    out = []
-    with gc_paused():
-        for path in paths:
-            header = read_header(Path(path))
-            out.append(compare_entries(Path(path).name, header.entries, header.bytes_by_dtype, _EXPECTED))
-    return out
 
 
 def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Checkpoint) -> Coverage:

@@ -195,10 +195,10 @@ def _index_file_counts(path: Path) -> dict[str, int]:
     start = raw.find(b'"weight_map"')
     open_brace = raw.find(b"{", start) if start >= 0 else -1
     close_brace = raw.find(b"}", open_brace) if open_brace >= 0 else -1
-    block = raw[open_brace + 1 : close_brace] if close_brace >= 0 else b""
-    if block.strip() and b"\\" not in block:
-        values = _INDEX_VALUE.findall(block)
-        if len(values) == block.count(b",") + 1:  # every entry a "name": "file" pair, nothing else
+    # Positions into the 60 MB text, never slices of it: each copy costs as much as the count itself.
+    if close_brace > open_brace + 1 and raw.find(b"\\", open_brace, close_brace) < 0:
+        values = _INDEX_VALUE.findall(raw, open_brace, close_brace)
+        if values and len(values) == raw.count(b",", open_brace, close_brace) + 1:  # only "name": "file" pairs
             try:
                 return {file.decode(): n for file, n in Counter(values).items()}
             except UnicodeDecodeError:

@@ -70,8 +70,8 @@ def gc_paused():
             gc.enable()
 
 
-def read_header(path: Path) -> ShardHeader:
-    """Parse and check one .safetensors header; InputError with the file name on anything wrong."""
+def read_header_bytes(path: Path) -> tuple[bytes, int, int]:
+    """(header JSON bytes, offset of the data region, file size), with the length prefix checked against the file."""
     try:
         with open(path, "rb") as f:
             file_size = os.fstat(f.fileno()).st_size
@@ -88,13 +88,18 @@ def read_header(path: Path) -> ShardHeader:
             raw = f.read(length)
     except OSError as err:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    return raw, 8 + length, file_size
+
+
+def read_header(path: Path) -> ShardHeader:
+    """Parse and check one .safetensors header; InputError with the file name on anything wrong."""
+    raw, data_start, file_size = read_header_bytes(path)
     # Every entry's values are checked below; only what json.loads itself cannot survive is refused here.
     header = untrusted_json.loads(raw, f"{path}: header", values_checked=True)
     if not isinstance(header, dict):
         raise InputError(f"{path}: header is not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
     untrusted_json.check_values(metadata, f"{path}: header __metadata__")
-    data_start = 8 + length
     by_dtype = _check_entries(path, header, data_start, file_size)
     return ShardHeader(path, header, metadata, data_start, file_size, by_dtype)
 

@@ -6,14 +6,8 @@ import math
 from collections import Counter
 
 import click
-from dayone.checkpoint import open_checkpoint
-from dayone.checkpoint.coverage import scan_coverage
+from dayone.checkpoint.header_scan import scan_folder_early
 from dayone.checkpoint.safetensors_header import gc_paused
-from dayone.commands.output import console, emit_json, human_bytes
-from dayone.commands.spec_source import spec_for_checkpoint
-from dayone.spec.manifest import DTYPE_BYTES, build_manifest
-from rich.markup import escape
-from rich.table import Table
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
 
@@ -28,12 +22,18 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
     Exit 0 when it holds exactly the spec's tensors, 1 when it does not, 2 when it cannot be read.
     """
-    with gc_paused():
-        # Headers are read by the parallel scan, not at open: the scan is the inspection.
+    with gc_paused(), scan_folder_early(checkpoint) as early:
+        # The workers are parsing headers from here on: what follows (imports included: pydantic, rich) overlaps
+        # with them, and the worker processes are forked small.
+        from dayone.checkpoint import open_checkpoint
+        from dayone.checkpoint.coverage import scan_coverage
+        from dayone.commands.spec_source import spec_for_checkpoint
+        from dayone.spec.manifest import DTYPE_BYTES, build_manifest
+
         ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         manifest = build_manifest(spec)
-        coverage, shards = scan_coverage(manifest, ckpt)
+        coverage, shards = scan_coverage(manifest, ckpt, early)
 
     by_dtype: Counter[str] = Counter()
     for shard in shards:
@@ -59,6 +59,8 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
         **coverage.as_dict(),
     }
     if as_json:
+        from dayone.commands.output import emit_json
+
         emit_json(report)
     else:
         _print(report)
@@ -66,6 +68,10 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
 
 def _print(r: dict) -> None:
+    from dayone.commands.output import console, human_bytes
+    from rich.markup import escape
+    from rich.table import Table
+
     console.print(f"[bold]{r['checkpoint']}[/]: spec {r['spec']} ({r['architecture']}, {r['num_layers']} layers)")
     console.print(
         f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "

@@ -16,7 +16,7 @@ def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSp
         checkpoint.config,
         name,
         tensor_names=TensorNames(checkpoint),
-        num_shards=len(checkpoint.shards) or None,
+        num_shards=len(checkpoint.files) or None,  # from the index: reading every header here would double inspect
         where=f"{checkpoint.source}/config.json",
     )
 

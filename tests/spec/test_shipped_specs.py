@@ -70,14 +70,19 @@ def test_exported_json_schema_is_current():
 
 
 @pytest.mark.parametrize("name", ["kimi-k3", "kimi-linear-48b-a3b"])
-def test_expected_table_answers_like_the_expanded_manifest(name):
-    from dayone.spec.manifest import ExpectedTable
+def test_entry_table_answers_like_the_expanded_manifest(name):
+    from dayone.spec.manifest import EntryTable
 
     manifest = build_manifest(load_spec(name))
-    table, full = ExpectedTable(manifest), manifest.expected()
-    assert len(table) == len(full)
-    assert all(table.get(n) == v for n, v in full.items())
+    full = {t.name: (list(t.shape), t.dtype, t.nbytes) for t in manifest.tensors}
     prefix = next(t.name for t in manifest.tensors if t.expert == 3).rsplit(".experts.", 1)[0]
-    for wrong in (f"{prefix}.experts.03.w1.weight", f"{prefix}.experts.999999.w1.weight", f"{prefix}.experts.x.w1",
-                  f"{prefix}.experts.3.w9.weight", "model.unknown.weight"):  # fmt: skip
-        assert table.get(wrong) is None
+    wrong = [f"{prefix}.experts.03.w1.weight", f"{prefix}.experts.999999.w1.weight", f"{prefix}.experts.x.w1",
+             f"{prefix}.experts.3.w9.weight", "model.unknown.weight"]  # fmt: skip
+    shard = [n for n in full if ".layers.3." not in n][-12000:]  # the last layers' experts, and no layer 3
+    names = [*wrong[:2], *reversed(shard), *wrong[2:]]
+    table = EntryTable(manifest)
+    assert len(table) == len(full)
+    assert table.lookup(names) == [None, None, *(full[n] for n in reversed(shard)), None, None, None]
+    fresh = EntryTable(manifest)
+    assert [fresh.get(n) for n in wrong + list(full)] == [None] * len(wrong) + list(full.values())
+    assert set(EntryTable(manifest).keys()) == set(full)
