@@ -1,0 +1,178 @@
+"""Whole-process figures of the short commands scripts and CI run most, each as a ratio to its floor, measured in
+the same run: the start of a bare `python -c pass` for every command, and for `inspect` of the full-size K3
+skeleton also the header-parse floor (read + json.loads of its 96 headers in one process).
+
+    python benchmarks/cli.py [--work DIR] [--repeat 5] [--breakdown]
+
+Every figure is the median of --repeat rounds; a round runs each command once, in turn, so a ratio is taken between
+runs seconds apart (the median of the per-round ratios). Wall time is what a user waits; CPU time (user + sys of
+the process and its workers) is what the machine spends, and moves less when other work shares the cores. The load
+average is printed before and after: on a shared machine absolute times move with it, ratios much less.
+
+--work keeps the prepared inputs between invocations: the K3 skeleton (13 s), a tiny checkpoint, kernels compiled
+for sm_90 (minutes on 2 cores) and a finished `run --demo` (many minutes). --breakdown profiles inspect's work in
+one process: what json.loads takes against everything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEADER_FLOOR = """
+import json, sys
+from pathlib import Path
+for path in sorted(Path(sys.argv[1]).glob("*.safetensors")):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        json.loads(f.read(n))
+"""
+TARGETS = {"help": 0.3, "spec list": 0.3, "compile (cached)": 1.0, "run --demo (cached)": 1.0}  # seconds
+INSPECT_TARGET = 1.5  # x the header-parse floor
+
+
+def integrate() -> list[str]:
+    """The console script a user runs, next to this interpreter (else `python -m dayone`)."""
+    script = Path(sys.executable).with_name("integrate")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "dayone"]
+
+
+def timed(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s of the process and the children it waited for, peak RSS MB of any of them)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):  # inspect exits 1 for "not covered": still a measurement, but ours must be covered
+        raise SystemExit(f"{' '.join(cmd)} exited {code}: {proc.stderr.read().decode()[-800:]}")
+    proc.stderr.close()
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def prepare(work: Path, cli: list[str]) -> dict[str, Path]:
+    paths = {
+        "skeleton": work / "k3-skeleton",
+        "tiny": work / "k3-tiny",
+        "kernels": work / "kernels",
+        "demo": work / "demo",
+    }
+    steps = [
+        ("skeleton", [*cli, "synth", "kimi-k3", "--skeleton", "-o", str(paths["skeleton"])]),
+        ("tiny", [*cli, "synth", "kimi-k3", "--scale", "tiny", "-o", str(paths["tiny"])]),
+        ("kernels", [*cli, "compile", "kimi-k3", "--arch", "sm_90", "-o", str(paths["kernels"])]),
+        # Always rerun: a changed source since the last invocation makes stages stale; this makes them current.
+        ("demo", [*cli, "run", "--demo", "-o", str(paths["demo"])]),
+    ]
+    for name, cmd in steps:
+        if name == "demo" or not paths[name].exists():
+            print(f"preparing {name}: {' '.join(cmd[len(cli) - 1 :])}", file=sys.stderr, flush=True)
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--work", type=Path, help="Keep prepared inputs here (default: a temporary folder).")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--breakdown", action="store_true", help="Then profile inspect's work in one process.")
+    args = parser.parse_args()
+    cli = integrate()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        paths = prepare(work, cli)
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "header-parse floor": [sys.executable, "-c", HEADER_FLOOR, str(paths["skeleton"])],
+            "help": [*cli, "--help"],
+            "spec list": [*cli, "spec", "list"],
+            "inspect (tiny)": [*cli, "inspect", str(paths["tiny"])],
+            "inspect (K3 skeleton)": [*cli, "inspect", str(paths["skeleton"])],
+            "compile (cached)": [*cli, "compile", "kimi-k3", "--arch", "sm_90", "-o", str(paths["kernels"])],
+            "run --demo (cached)": [*cli, "run", "--demo", "-o", str(paths["demo"])],
+        }
+        load_before = os.getloadavg()
+        rounds = [{name: timed(cmd) for name, cmd in commands.items()} for _ in range(args.repeat)]
+        load_after = os.getloadavg()
+    report(rounds, load_before, load_after, os.cpu_count())
+    if args.breakdown:
+        breakdown(paths["skeleton"])
+
+
+def report(rounds: list[dict], load_before, load_after, cores) -> None:
+    def median(name: str, i: int) -> float:
+        return statistics.median(r[name][i] for r in rounds)
+
+    def ratio(name: str, floor: str, i: int = 0) -> float:
+        return statistics.median(r[name][i] / r[floor][i] for r in rounds)
+
+    print(f"{len(rounds)} rounds on {cores} cores; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    print(f"{'command':<24} {'wall s':>7} {'cpu s':>7} {'RSS MB':>7}  {'x start':>8}  target")
+    for name in rounds[0]:
+        rss = max(r[name][2] for r in rounds)
+        target = TARGETS.get(name)
+        line = f"{name:<24} {median(name, 0):7.3f} {median(name, 1):7.3f} {rss:7.0f}  {ratio(name, 'python -c pass'):7.1f}x"
+        if target is not None:
+            line += f"  < {target} s: {'yes' if median(name, 0) < target else 'NO'}"
+        print(line)
+    name, floor = "inspect (K3 skeleton)", "header-parse floor"
+    wall, cpu = ratio(name, floor), ratio(name, floor, 1)
+    rss = max(r[name][2] for r in rounds)
+    print(
+        f"inspect of the K3 skeleton / header-parse floor: {wall:.2f}x wall (target <= {INSPECT_TARGET}x: "
+        f"{'yes' if wall <= INSPECT_TARGET else 'NO'}), {cpu:.2f}x CPU; peak RSS {rss:.0f} MB (target < 300 MB: "
+        f"{'yes' if rss < 300 else 'NO'})"
+    )
+
+
+def breakdown(skeleton: Path) -> None:
+    """CPU seconds of inspect's steps, each run alone in this process (no workers): json.loads against the rest."""
+    import gc
+    import json
+
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.header_scan import parse_shard
+    from dayone.checkpoint.safetensors_header import read_header_bytes
+    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.spec.manifest import EntryTable, build_manifest
+
+    gc.disable()
+    clock = time.process_time
+    steps: dict[str, float] = {}
+    start = clock()
+    checkpoint = open_checkpoint(skeleton, read_headers=False)
+    steps["open: config, index (file names, counts)"] = clock() - start
+    start = clock()
+    table = EntryTable(build_manifest(spec_for_checkpoint(checkpoint, None)))
+    steps["spec derived, manifest"] = clock() - start
+    jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
+    start = clock()
+    raws = [read_header_bytes(path)[0] for path, _ in jobs]
+    steps["read 96 headers"] = clock() - start
+    start = clock()
+    for raw in raws:
+        json.loads(raw)
+    loads = steps["json.loads (the floor's work)"] = clock() - start
+    del raws
+    start = clock()
+    parsed = [parse_shard(path, file) for path, file in jobs]
+    steps["parse_shard: read + json.loads + bulk checks"] = clock() - start
+    start = clock()
+    assert all(p is not None and p.compare(table) is not None for p in parsed), "the skeleton must be covered"
+    steps["compare with the manifest (expert names built on first use)"] = clock() - start
+    total = sum(v for k, v in steps.items() if not k.startswith(("read", "json")))
+    print("\ninspect's work in one process, CPU s (workers split the two parse/compare rows between them):")
+    for name, seconds in steps.items():
+        print(f"  {name:<62} {seconds:6.3f}")
+    print(f"  json.loads is {loads / total:.0%} of inspect's work ({total:.3f} s without start-up and imports)")
+
+
+if __name__ == "__main__":
+    main()
