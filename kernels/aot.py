@@ -153,6 +153,31 @@ def compile_specializations(
     return table
 
 
+def save_plan(cache_dir: str | Path, key: str, table: list[Resources]) -> None:
+    """Record a whole compile's table under its plan key (dayone.compile_stage.plan_key)."""
+    rows = [{**row.as_dict(), "cached": False} for row in table]
+    _write_atomic(Path(cache_dir) / f"plan-{key}.json", json.dumps(rows, indent=1))
+
+
+def load_plan(
+    cache_dir: str | Path, key: str, max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES
+) -> list[Resources] | None:
+    """The table a compile with this plan key produced, every row a cache hit, when its cubins are all still there;
+    None otherwise (compile as usual). Budgets are checked as for a fresh build. Imports neither triton nor torch."""
+    cache = Path(cache_dir)
+    try:
+        rows = json.loads((cache / f"plan-{key}.json").read_text())
+        table = [Resources(**{**row, "cached": True}) for row in rows]
+    except (OSError, ValueError, TypeError):
+        return None  # absent, or not written by save_plan: the full compile rewrites it
+    for row in table:
+        stem = row.cubin.removesuffix(".cubin")
+        if not ((cache / row.cubin).is_file() and (cache / f"{stem}.json").is_file()):
+            return None
+        _check_budget(row, max_spill_bytes)
+    return table
+
+
 def _check_budget(row: Resources, max_spill_bytes: int) -> None:
     where = f"{row.kernel} [{row.config}] on {row.arch}"
     if row.shared_bytes > SHARED_LIMIT[row.arch]:

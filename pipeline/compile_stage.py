@@ -7,9 +7,14 @@ autotuning candidates (dayone.kernels.autotune) replace the shipped configs by t
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
 from collections.abc import Sequence
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -47,6 +52,34 @@ def kernel_dims(spec: ModelSpec) -> KernelDims:
         attn_res_max_rows=bank_rows,
         activation=spec.activation.kind,
     )
+
+
+def plan_key(spec: ModelSpec, archs: Sequence[str]) -> str:
+    """What decides every cubin of a compile, computed without importing triton or torch: the spec's kernel dims,
+    the archs, the source of every kernel module (and of this file), and the installed Triton's version.
+
+    A fully cached `integrate compile` looks this key up (dayone.kernels.aot.load_plan) instead of importing the
+    kernel packages, which costs seconds; any edit to a kernel file or a Triton upgrade makes a new key.
+    """
+    import dayone.kernels
+
+    digest = hashlib.sha256()
+    root = Path(dayone.kernels.__file__).parent
+    sources = {f"kernels/{p.relative_to(root).as_posix()}": p for p in root.rglob("*.py")}
+    sources["compile_stage.py"] = Path(__file__)
+    for name in sorted(sources):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(sources[name].read_bytes()).digest())
+    try:
+        triton = version("triton")
+    except PackageNotFoundError:
+        triton = None
+    material = {
+        "dims": asdict(kernel_dims(spec)),
+        "archs": list(archs),
+        "sources": digest.hexdigest(),
+        "triton": triton,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def specializations_for(spec: ModelSpec) -> list[Specialization]:

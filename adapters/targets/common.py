@@ -13,13 +13,16 @@ import subprocess
 import sys
 from importlib import metadata, resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
-from dayone.adapters.weightmap.build import WeightMap
 from dayone.atomic import staged_folder
 from dayone.errors import InputError
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec, is_identifier
+
+if TYPE_CHECKING:  # the weight map's walker imports torch; `integrate package` renders with this file and needs none
+    from dayone.adapters.weightmap.build import WeightMap
 
 LINE_LENGTH = 120
 # Sources dayone ships verbatim in every generated package (file name there -> module here).

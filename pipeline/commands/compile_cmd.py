@@ -12,7 +12,6 @@ import click
 from dayone.commands.output import console, emit_json, write_atomic
 from dayone.errors import InputError
 from dayone.spec.registry import load_spec
-from rich.progress import Progress
 
 NO_GPU = "--autotune needs a CUDA GPU; compile without it here"
 
@@ -51,25 +50,23 @@ def compile_cmd(
     spec_arg: str, archs: tuple[str, ...], output: Path | None, max_spill_bytes: int, autotune: bool, as_json: bool
 ) -> None:
     """Compile every kernel specialisation SPEC needs, for each arch, without a GPU."""
-    # The interpreter swaps @triton.jit for interpreted functions at import: nothing would be left to compile.
-    os.environ.pop("TRITON_INTERPRET", None)
-    from dayone.compile_stage import build_plan, specializations_for
-    from dayone.kernels.aot import AotError, compile_specializations, format_table
+    from dayone.compile_stage import plan_key
+    from dayone.kernels.aot import AotError, format_table, load_plan, save_plan
 
     tuned_arch = _autotune_arch(archs) if autotune else None
     spec = load_spec(spec_arg)
     out = output or Path("build") / "kernels" / spec.name
-    specs = specializations_for(spec)
     start = time.perf_counter()
+    # A compile whose plan key (spec dims, archs, kernel sources, Triton version) was built before is a lookup that
+    # imports neither triton nor torch; autotuned builds depend on the GPU's timings and are never looked up.
+    key = None if tuned_arch else plan_key(spec, archs)
+    tuned = []
     try:
-        tuned = _autotune(spec, tuned_arch, out / "cubin", max_spill_bytes, as_json) if tuned_arch else []
-        table = []
-        with Progress(console=console, transient=True, disable=as_json) as progress:
-            task = progress.add_task(f"compiling {len(specs)} kernels x {len(archs)} archs", total=len(specs))
-            for builds in build_plan(specs, archs, tuned):
-                for one, arch in builds:
-                    table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
-                progress.advance(task)
+        table = load_plan(out / "cubin", key, max_spill_bytes) if key else None
+        if table is None:
+            tuned, table = _build(spec, archs, out, max_spill_bytes, tuned_arch, as_json)
+            if key:
+                save_plan(out / "cubin", key, table)
     except AotError as err:
         raise InputError(f"{spec.name}: {err}") from None
     report = {
@@ -101,6 +98,26 @@ def compile_cmd(
         console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {out}")
 
 
+def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_arch: str | None, quiet: bool):
+    """(autotuning results, resource table): compile (or find in the cubin cache) every kernel instance."""
+    # The interpreter swaps @triton.jit for interpreted functions at import: nothing would be left to compile.
+    os.environ.pop("TRITON_INTERPRET", None)
+    from dayone.compile_stage import build_plan, specializations_for
+    from dayone.kernels.aot import compile_specializations
+    from rich.progress import Progress
+
+    specs = specializations_for(spec)
+    tuned = _autotune(spec, tuned_arch, out / "cubin", max_spill_bytes, quiet) if tuned_arch else []
+    table = []
+    with Progress(console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task(f"compiling {len(specs)} kernels x {len(archs)} archs", total=len(specs))
+        for builds in build_plan(specs, archs, tuned):
+            for one, arch in builds:
+                table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
+            progress.advance(task)
+    return tuned, table
+
+
 def _autotune_arch(archs: tuple[str, ...]) -> str:
     """This machine's GPU arch, which must be one of the targets; bad input otherwise."""
     from dayone.kernels.aot import SHARED_LIMIT
@@ -119,6 +136,7 @@ def _autotune_arch(archs: tuple[str, ...]) -> str:
 def _autotune(spec, arch: str, cache: Path, max_spill_bytes: int, quiet: bool) -> list:
     from dayone.compile_stage import candidates_for
     from dayone.kernels.autotune import autotune
+    from rich.progress import Progress
 
     candidates = candidates_for(spec)
     with Progress(console=console, transient=True, disable=quiet) as progress:

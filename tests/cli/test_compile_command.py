@@ -1,26 +1,16 @@
 """`integrate compile`: real sm_90 / sm_100 cubins for every kernel both shipped specs need, on a CPU-only machine."""
 
 import json
-from pathlib import Path
+import shutil
 
 import pytest
 import torch
 from cli_runner import assert_bad_input, integrate
 from dayone.compile_stage import KERNEL_PACKAGES
 
-SPEC_FILE = Path(__file__).resolve().parents[2] / "spec" / "models" / "kimi-k3.yaml"
-
-
-@pytest.fixture(scope="module")
-def k3_build(tmp_path_factory):
-    out = tmp_path_factory.mktemp("k3-kernels")
-    result = integrate("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out, "--json")
-    assert result.code == 0, result.err
-    return out, json.loads(result.out)
-
 
 def test_k3_builds_every_kernel_for_both_archs(k3_build):
-    out, report = k3_build
+    out, report = k3_build.out, k3_build.report
     rows = report["kernels"]
     families = {row["kernel"].split(".")[0] for row in rows}
     # Every kernel package the K3 spec needs is in the table (SiTU is "situ.*", MXFP4 "mxfp4.*", ...).
@@ -41,7 +31,7 @@ def gate_kernels(kernels: set[str]) -> dict[str, set[str]]:
 
 
 def test_k3_compiles_only_the_safe_gate(k3_build):
-    _, report = k3_build
+    report = k3_build.report
     kernels = {row["kernel"] for row in report["kernels"]}
     by_gate = gate_kernels(kernels)
     assert by_gate["plain"] == set()
@@ -50,12 +40,25 @@ def test_k3_compiles_only_the_safe_gate(k3_build):
 
 
 def test_recompiling_unchanged_is_a_cache_lookup(k3_build):
-    out, first = k3_build
-    again = integrate("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out, "--json")
+    again = integrate(*k3_build.args, "--json")
     report = json.loads(again.out)
     assert all(row["cached"] for row in report["kernels"])
     assert report["seconds"] < 1.0
-    assert [r["cubin"] for r in report["kernels"]] == [r["cubin"] for r in first["kernels"]]
+    assert [r["cubin"] for r in report["kernels"]] == [r["cubin"] for r in k3_build.report["kernels"]]
+    assert json.loads((k3_build.out / "resources.json").read_text()) == report
+
+
+def test_a_lost_cubin_is_rebuilt_not_looked_up(k3_build, tmp_path):
+    """The whole-compile lookup vouches for its cubins only while every one of them is on disk."""
+    out = tmp_path / "out"
+    shutil.copytree(k3_build.out, out)
+    first = k3_build.report["kernels"][0]
+    (out / "cubin" / first["cubin"]).unlink()
+    args = [out if a == k3_build.out else a for a in k3_build.args]
+    report = json.loads(integrate(*args, "--json").out)
+    rebuilt = [row for row in report["kernels"] if not row["cached"]]
+    assert [(r["kernel"], r["arch"]) for r in rebuilt] == [(first["kernel"], first["arch"])]
+    assert (out / "cubin" / first["cubin"]).read_bytes()[:4] == b"\x7fELF"
 
 
 def test_kimi_linear_needs_no_k3_only_kernels(tmp_path):
