@@ -12,13 +12,43 @@ from __future__ import annotations
 
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
+from dayone.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "sglang"
 RELEASE = "0.5.23"
 
 
+def refusals(spec: ModelSpec) -> list[str]:
+    """Spec fields the SGLang model template does not honour, one line each (field, value, target)."""
+    out = []
+    if spec.mla is not None and not spec.mla.nope:
+        out.append("mla.nope: false (MLA with RoPE) is not supported by target sglang: the template emits NoPE MLA")
+    if spec.tie_word_embeddings:
+        out.append("tie_word_embeddings: true is not supported by target sglang: lm_head is loaded on its own")
+    if spec.moe is not None:
+        router, experts = spec.moe.router, spec.moe.num_experts
+        if router.num_groups > 1 and (experts % router.num_groups or experts // router.num_groups < 2):
+            out.append(
+                f"moe.router.num_groups: {router.num_groups} is not supported by target sglang: group-limited "
+                f"top-k needs {experts} experts in equal groups of two or more"
+            )
+        if router.topk_groups > router.num_groups:
+            out.append(
+                f"moe.router.topk_groups: {router.topk_groups} exceeds num_groups {router.num_groups} (target sglang)"
+            )
+    if spec.quantization is not None and spec.quantization.group_size != 32:
+        out.append(
+            f"quantization.group_size: {spec.quantization.group_size} is not supported by target sglang: its MXFP4 "
+            "MoE method reads groups of 32"
+        )
+    return out
+
+
 def files(spec: ModelSpec) -> dict[str, str]:
+    refused = refusals(spec)
+    if refused:
+        raise InputError(refused[0])
     package = common.package_name(spec, TARGET)
     wm = build_weight_map(spec, "inference", mxfp4="packed")
     what = f"SGLang {RELEASE} external model package"

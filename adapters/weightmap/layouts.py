@@ -17,7 +17,7 @@ part order from the member lists below, shapes from the spec's manifest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dayone.spec.schema import ModelSpec
 
@@ -39,6 +39,8 @@ VLLM_KDA_IN_PROJ = {
     "low_rank": ("q_proj", "k_proj", "v_proj", "b_proj", "f_a_proj"),
 }
 VLLM_KDA_CONV = ("q_conv1d", "k_conv1d", "v_conv1d")
+# vLLM's MoE runner (what FusedMoEFactory returns) keeps the expert parameters in this submodule.
+VLLM_ROUTED_EXPERTS = "routed_experts"
 # With the full-rank output gate vLLM pads each rank's in_proj_qkvgfab rows to a multiple of 16 (aligned bf16 GEMM).
 VLLM_KDA_IN_PROJ_ALIGN = {"full_rank": 16, "low_rank": 1}
 
@@ -99,6 +101,9 @@ MEGATRON_LAYER = {
 # expert projection -> (parameter stem under decoder.layers.{i}.mlp.experts., part)
 MEGATRON_EXPERTS = {"gate": ("linear_fc1", 0), "up": ("linear_fc1", 1), "down": ("linear_fc2", None)}
 MXFP4_SUFFIX = {"packed": "weight_packed", "scale": "weight_scale"}
+# SGLang and vLLM: their MXFP4 MoE method registers the packed experts as `w13_weight` / `w2_weight` (their own
+# K3 code renames `weight_packed` -> `weight`), the scales as `w13_weight_scale` / `w2_weight_scale`.
+INFERENCE_MXFP4_SUFFIX = {"packed": "weight", "scale": "weight_scale"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ def inference_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Plac
         proj, kind = role.split(".")[2], (role.split(".")[3] if role.count(".") == 3 else None)
         stem, shard, part = INFERENCE_EXPERTS[proj]
         module = source.split("experts.{e}.")[0] + "experts."
-        suffix = "weight" if kind is None or mxfp4 == "dequantize" else MXFP4_SUFFIX[kind]
+        suffix = "weight" if kind is None or mxfp4 == "dequantize" else INFERENCE_MXFP4_SUFFIX[kind]
         members = 2 if stem == "w13" else None
         return Place(f"{module}{stem}_{suffix}", part, members, shard, "stacked")
     module, _, leaf_and_attr = source.rpartition(".")
@@ -146,7 +151,12 @@ def vllm_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
             if leaf in members:
                 part = members.index(leaf)
                 return Place(f"{owner}.{name}.{attr}", part, len(members), part, align=align)
-    return inference_place(spec, source, role, mxfp4)
+    place = inference_place(spec, source, role, mxfp4)
+    if role.startswith("moe.expert."):
+        # vLLM's FusedMoEFactory returns a MoERunner that holds the expert stacks in its `routed_experts` module.
+        module, _, leaf = place.target.rpartition(".experts.")
+        return replace(place, target=f"{module}.experts.{VLLM_ROUTED_EXPERTS}.{leaf}")
+    return place
 
 
 def _inference_groups(spec: ModelSpec, role: str) -> tuple[str, ...]:

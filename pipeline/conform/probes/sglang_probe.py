@@ -1,0 +1,381 @@
+"""SGLang's own verdict on a generated adapter package: discovered, accepted, built, loaded (dumps), forward.
+
+    python sglang_probe.py --package-site DIR --checkpoint DIR --world-size N --out OUTDIR
+
+Run with the SGLang peer environment's python (.venv/peers/sglang); imports only SGLang, torch, safetensors and
+the standard library. DIR holds the generated package as installed (`pip install --target DIR`). N ranks are
+launched here (torch.multiprocessing, gloo on the CPU), each inside SGLang's own published runtime context and
+parallel state. Writes:
+    OUTDIR/levels.json             levels with status and a one-line detail, and the facts SGLang reported
+    OUTDIR/rank{R}.safetensors     every parameter, buffer and derived tensor after SGLang's load_weights
+    OUTDIR/rank{R}.writes.json     per parameter: weight-loader writes and element coverage; checkpoint tensors
+                                   consumed and skipped
+"loaded" is never passed here: the driver compares the dumps with dayone's reference reading of the checkpoint.
+CPU stand-ins (reported in facts): SGLang's PyNccl communicator is CUDA-only, so the tensor-parallel groups are
+built without it and every collective runs over their gloo CPU group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
+FORWARD_NOT_RUN = (
+    "SGLang runs a forward only inside its ModelRunner with an attention backend and KV / linear-attention state "
+    "pools; its KDA backend and MLA kernels are Triton/CUDA, and its CPU engine (SGLANG_USE_CPU_ENGINE=1) needs "
+    "sgl-kernel's CPU build, which the package index does not carry"
+)
+
+
+class Verdict:
+    """Levels of one rank, filled in order; the first failure leaves every later level not run."""
+
+    def __init__(self) -> None:
+        self.levels = {name: {"status": "not run", "detail": "an earlier level failed"} for name in LEVELS}
+        self.facts: dict = {}
+
+    def passed(self, level: str, detail: str) -> None:
+        self.levels[level] = {"status": "pass", "detail": detail}
+
+    def failed(self, level: str, detail: str) -> None:
+        self.levels[level] = {"status": "fail", "detail": " ".join(detail.split())[:600]}
+
+    def not_run(self, level: str, detail: str) -> None:
+        self.levels[level] = {"status": "not run", "detail": detail}
+
+
+def package_name(site: Path) -> str:
+    """The one importable package in the install folder (dist-info folders aside)."""
+    names = sorted(p.name for p in site.iterdir() if (p / "__init__.py").is_file())
+    if len(names) != 1:
+        raise SystemExit(f"{site}: expected one installed package, found {names or 'none'}")
+    return names[0]
+
+
+def architectures(checkpoint: Path) -> list[str]:
+    return list(json.loads((checkpoint / "config.json").read_text()).get("architectures") or [])
+
+
+class ImportErrors(logging.Handler):
+    """SGLang's registry logs a model module's import error as a warning and carries on: keep them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+# ----- levels
+
+
+def discover(verdict: Verdict, package: str, archs: list[str]):
+    errors = ImportErrors()
+    logging.getLogger("sglang.srt.models.registry").addHandler(errors)
+    from sglang.srt.models.registry import ModelRegistry
+
+    ours = [m for m in errors.messages if package in m]
+    if ours:
+        verdict.failed("discovered", ours[0])
+        return None
+    if not archs:
+        verdict.failed("discovered", "config.json names no architectures")
+        return None
+    cls = ModelRegistry.models.get(archs[0])
+    if cls is None or not cls.__module__.startswith(package + "."):
+        where = "nothing" if cls is None else f"{cls.__module__}.{cls.__name__}"
+        verdict.failed("discovered", f"SGLang's registry resolves {archs[0]} to {where}, not to {package}")
+        return None
+    resolved, arch = ModelRegistry.resolve_model_cls(archs)
+    if resolved is not cls:
+        verdict.failed("discovered", f"resolve_model_cls({archs}) gives {resolved.__module__}.{resolved.__name__}")
+        return None
+    verdict.passed("discovered", f"{arch} -> {cls.__module__}.{cls.__name__} (SGLANG_EXTERNAL_MODEL_PACKAGE)")
+    verdict.facts["model_class"] = f"{cls.__module__}.{cls.__name__}"
+    return cls
+
+
+def server_args(checkpoint: Path, world: int):
+    from sglang.srt.server_args import ServerArgs
+
+    # A hybrid (linear-attention) model on a platform without Mamba state snapshots: SGLang's own resolution asks
+    # for the no_buffer strategy, which needs the overlap schedule off.
+    return ServerArgs(model_path=str(checkpoint), device="cpu", tp_size=world, disable_cuda_graph=True,
+                      mamba_radix_cache_strategy="no_buffer", disable_overlap_schedule=True)  # fmt: skip
+
+
+def accept(verdict: Verdict, checkpoint: Path, rank: int, world: int):
+    """SGLang's own inspection: server-argument resolution (model-specific hooks), ModelConfig."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.runtime_context import SpawnRanks, publish
+
+    args = server_args(checkpoint, world)
+    publish(args, role="scheduler", ranks=SpawnRanks(world_rank=rank))
+    from sglang.srt.configs.hybrid_arch import hybrid_kda_config, mambaish_config
+
+    config = ModelConfig.from_server_args(args)
+    hybrid = mambaish_config(config)  # what SGLang's model runner sizes linear-attention state pools from
+    text = config.hf_text_config
+    facts = {
+        "attention_arch": config.attention_arch.name,
+        "use_mla": config.attention_arch.name == "MLA",
+        "is_hybrid": hybrid is not None,
+        "kda": hybrid_kda_config(config) is not None,
+        "full_attention_layer_ids": list(getattr(hybrid, "full_attention_layer_ids", None) or []),
+        "quantization": config.quantization,
+        "dtype": str(config.dtype).removeprefix("torch."),
+    }
+    verdict.facts.update(facts)
+    wanted = []
+    if getattr(text, "linear_attn_config", None) and not facts["is_hybrid"]:
+        wanted.append("config.json has linear_attn_config but SGLang finds no linear-attention model")
+    if getattr(text, "kv_lora_rank", None) and not facts["use_mla"]:
+        wanted.append(f"config.json has kv_lora_rank but SGLang's attention arch is {facts['attention_arch']}")
+    quant = getattr(text, "quantization_config", None) or getattr(config.hf_config, "quantization_config", None)
+    if quant and config.quantization != quant.get("quant_method"):
+        wanted.append(f"checkpoint quantization {quant.get('quant_method')} resolved as {config.quantization}")
+    if wanted:
+        verdict.failed("accepted", "; ".join(wanted))
+        return None
+    verdict.passed(
+        "accepted",
+        f"ModelConfig: {facts['attention_arch']}, hybrid {facts['is_hybrid']} (KDA {facts['kda']}, full attention "
+        f"layers {facts['full_attention_layer_ids']}), quantization {facts['quantization']}",
+    )
+    return args, config
+
+
+def init_parallel(rank: int, world: int, port: int) -> None:
+    from sglang.srt.distributed import parallel_state
+
+    parallel_state.init_model_parallel_group = functools.partial(
+        parallel_state.init_model_parallel_group, use_pynccl=False
+    )
+    parallel_state.init_distributed_environment(
+        backend="gloo", world_size=world, rank=rank, local_rank=rank,
+        distributed_init_method=f"tcp://127.0.0.1:{port}",
+    )  # fmt: skip
+    parallel_state.initialize_model_parallel()
+
+
+def build(verdict: Verdict, args, config, rank: int, world: int, port: int):
+    import torch
+    from sglang.srt.configs.load_config import LoadConfig
+    from sglang.srt.layers.dp_attention import initialize_dp_attention
+    from sglang.srt.model_loader.loader import _get_quantization_config, _initialize_model
+    from sglang.srt.model_loader.utils import set_default_torch_dtype
+
+    init_parallel(rank, world, port)
+    initialize_dp_attention(server_args=args)
+    load_config = LoadConfig(load_format="auto")
+    quant_config = _get_quantization_config(config, load_config)
+    with set_default_torch_dtype(config.dtype), torch.device("cpu"):
+        model = _initialize_model(config, load_config, quant_config)
+    methods = sorted({type(m.quant_method).__name__ for m in model.modules() if hasattr(m, "quant_method")})
+    verdict.facts.update(
+        quant_config=type(quant_config).__name__ if quant_config is not None else None,
+        quant_methods=methods,
+        cpu_stand_ins=["PyNccl off: tensor-parallel collectives over the gloo CPU group"],
+    )
+    count = sum(1 for _ in model.named_parameters())
+    verdict.passed("built", f"{type(model).__name__}: {count} parameters on rank {rank} of {world} (gloo)")
+    return model
+
+
+class WriteCounter:
+    """Counts, element by element, how often a weight loader writes each parameter (copy_ and slice assignment
+    into any view of its storage), and how many loader calls touched it."""
+
+    def __init__(self, model) -> None:
+        import torch
+
+        self.by_storage: dict[int, list[str]] = {}
+        self.params = dict(model.named_parameters())
+        self.elements = {}
+        self.calls: dict[str, int] = {name: 0 for name in self.params}
+        for name, param in self.params.items():
+            storage = param.untyped_storage()
+            self.by_storage.setdefault(storage.data_ptr(), []).append(name)
+            self.elements[name] = torch.zeros(storage.nbytes() // max(param.element_size(), 1), dtype=torch.int32)
+        self.untracked: set[str] = set()
+
+    def record(self, dest, kind: str) -> None:
+        names = self.by_storage.get(dest.untyped_storage().data_ptr()) if dest.numel() else None
+        if not names:
+            return
+        for name in names:
+            counts = self.elements[name].as_strided(dest.shape, dest.stride(), dest.storage_offset())
+            counts += 1
+            self.calls[name] += 1
+        if kind != "copy":
+            self.untracked.update(names)
+
+    def summary(self) -> dict:
+        out = {}
+        for name, param in self.params.items():
+            counts = self.elements[name][param.storage_offset() : param.storage_offset() + param.numel()]
+            lo, hi = (int(counts.min()), int(counts.max())) if counts.numel() else (0, 0)
+            out[name] = {"calls": self.calls[name], "min": lo, "max": hi, "numel": param.numel()}
+        return out
+
+
+def counting_mode(counter: WriteCounter):
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.Tensor.copy_:
+                counter.record(args[0], "copy")
+            elif func is torch.Tensor.__setitem__:
+                target = args[0][args[1]]
+                if target.untyped_storage().data_ptr() == args[0].untyped_storage().data_ptr():
+                    counter.record(target, "copy")
+            elif func in (torch.Tensor.fill_, torch.Tensor.zero_, torch.Tensor.index_copy_, torch.Tensor.scatter_):
+                counter.record(args[0], func.__name__)
+            return func(*args, **kwargs)
+
+    return Mode()
+
+
+def load(verdict: Verdict, model, checkpoint: Path, out: Path, rank: int) -> None:
+    """SGLang's safetensors iterator into the model's own load_weights; dumps for the driver."""
+    import torch
+    from safetensors.torch import save_file
+    from sglang.srt.model_loader.loader import post_load_weights
+    from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator
+
+    files = sorted(str(p) for p in checkpoint.glob("*.safetensors"))
+    names: list[str] = []
+
+    def weights():
+        for name, tensor in safetensors_weights_iterator(files):
+            names.append(name)
+            yield name, tensor
+
+    counter = WriteCounter(model)
+    try:
+        with counting_mode(counter):
+            consumed = model.load_weights(weights())
+            post_load_weights(model)
+    except Exception as err:
+        raise RuntimeError(
+            f"loading {names[-1] if names else 'the first tensor'}: {type(err).__name__}: {err}"
+        ) from err
+    consumed = set(consumed or ())
+    tensors = {}
+    for name, value in [*model.named_parameters(), *model.named_buffers()]:
+        tensors[name] = value.detach().clone().contiguous()
+    attributes = []
+    for module_name, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not attr.startswith("_"):
+                key = f"{module_name}.{attr}" if module_name else attr
+                if key not in tensors:
+                    tensors[key] = value.detach().clone().contiguous()
+                    attributes.append(key)
+    partial = out / f".rank{rank}.safetensors.partial"
+    save_file(tensors, str(partial))
+    partial.replace(out / f"rank{rank}.safetensors")
+    writes = {
+        "params": counter.summary(),
+        "untracked_writes": sorted(counter.untracked),
+        "derived_attributes": sorted(attributes),
+        "checkpoint_tensors": len(names),
+        "consumed": sorted(consumed),
+        "skipped": sorted(set(names) - consumed),
+    }
+    atomic_json(out / f"rank{rank}.writes.json", writes)
+    verdict.not_run("loaded", "dumped for the driver's comparison with dayone's reference reading")
+
+
+def atomic_json(path: Path, data: dict) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    partial.replace(path)
+
+
+# ----- ranks
+
+
+def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out: str) -> None:
+    sys.path.insert(0, site)
+    package = package_name(Path(site))
+    os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = package
+    verdict, out_dir, ckpt = Verdict(), Path(out), Path(checkpoint)
+    level = "discovered"
+    try:
+        if discover(verdict, package, architectures(ckpt)) is not None:
+            level = "accepted"
+            accepted = accept(verdict, ckpt, rank, world)
+            if accepted is not None:
+                level = "built"
+                model = build(verdict, *accepted, rank, world, port)
+                level = "loaded"
+                load(verdict, model, ckpt, out_dir, rank)
+                verdict.not_run("forward", FORWARD_NOT_RUN)
+    except Exception as err:  # noqa: BLE001 - the framework's own error is the verdict (traceback kept aside)
+        verdict.failed(level, f"{type(err).__name__}: {err}")
+        (out_dir / f"rank{rank}.traceback.txt").write_text(traceback.format_exc())
+    atomic_json(out_dir / f"rank{rank}.levels.json", {"levels": verdict.levels, "facts": verdict.facts})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def merge(out: Path, world: int, version: str) -> dict:
+    """levels.json: a level passes only where every rank passed it; a rank's failure is reported with its rank."""
+    ranks = []
+    for r in range(world):
+        path = out / f"rank{r}.levels.json"
+        ranks.append(json.loads(path.read_text()) if path.is_file() else None)
+    levels = {}
+    for name in LEVELS:
+        worst = None
+        for r, data in enumerate(ranks):
+            entry = (data or {}).get("levels", {}).get(name) or {"status": "fail", "detail": f"rank {r} died"}
+            if entry["status"] == "fail":
+                worst = {"status": "fail", "detail": f"rank {r}: {entry['detail']}"}
+                break
+            worst = worst or entry
+            if entry["status"] == "not run":
+                worst = entry
+        levels[name] = worst
+    facts = (ranks[0] or {}).get("facts", {})
+    return {"framework": "sglang", "version": version, "world_size": world, "levels": levels, "facts": facts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--package-site", required=True, type=Path)
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--out", required=True, type=Path)
+    a = parser.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    from importlib.metadata import version
+
+    import torch.multiprocessing as mp
+
+    port = free_port()
+    args = (a.world_size, port, str(a.package_site.resolve()), str(a.checkpoint.resolve()), str(a.out.resolve()))
+    mp.start_processes(rank_main, args=args, nprocs=a.world_size, join=True, start_method="spawn")
+    atomic_json(a.out / "levels.json", merge(a.out, a.world_size, version("sglang")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
