@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json, write_atomic
 from dayone.errors import InputError
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,7 +21,8 @@ DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
 
 @click.command("run")
 @click.argument("checkpoint", required=False)
-@click.option("--demo", is_flag=True, help="Synthesise a tiny K3 checkpoint and run every stage offline.")
+@click.option("--demo", is_flag=True, help="Synthesise a tiny checkpoint (of --spec NAME, default kimi-k3) and run "
+              "every stage offline.")  # fmt: skip
 @click.option("--spec", "spec_arg", help="Spec NAME or FILE (default: derived from the checkpoint's config.json).")
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Targets (default: all).")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["sm_90", "sm_100"]), help="Default: both.")
@@ -28,23 +31,54 @@ DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
 @click.option("--publish", "publish_repo", metavar="OWNER/NAME", help="Publish a GitHub release (GITHUB_TOKEN).")
 @click.option("--tag", help="Release tag for --publish.")
 @click.option("--api-url", help="GitHub Enterprise (or test server) API root for --publish.")
+@click.option(
+    "--skip",
+    "skip",
+    multiple=True,
+    metavar="STAGE",
+    help="Do not run STAGE (repeatable): reported as not run, with the reason; the exit code ignores it.",
+)
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print OUT/report.json instead of the summary table.")
-def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out, as_json) -> None:
+def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, skip, out, as_json) -> None:
     """Resolve, inspect, plan, generate, compile, validate, package (and publish) CHECKPOINT; write OUT/report.json
-    and the dashboard OUT/site. Stages are keyed by their inputs' hashes: a rerun with nothing changed reuses them,
-    and a killed run resumes. Exit 0 only if every stage passed."""
-    from dayone import __version__
-    from dayone.checkpoint import open_checkpoint
-    from dayone.commands.spec_source import spec_for_checkpoint
-    from dayone.run import stages as S
-    from dayone.run.runner import run_stages
+    and the dashboard OUT/site. Stages are keyed by their inputs' hashes and the code they run: a rerun with nothing
+    changed reuses them, a failed stage is retried, and a killed run resumes. A failed stage does not stop the run:
+    the stages that need it are reported "not run", the others run. One run at a time per OUT (a second exits 2).
+    Exit 0 only if every stage passed, 1 otherwise."""
+    from dayone.run.lock import hold
 
     if demo == bool(checkpoint):
         raise InputError("run: give a CHECKPOINT or --demo (not both)")
     if bool(publish_repo) != bool(tag):
         raise InputError("run: --publish and --tag go together")
+    if demo and spec_arg and spec_arg not in _shipped():
+        raise InputError(f"run --demo --spec {spec_arg}: not a shipped spec ({', '.join(_shipped())})")
+    out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT
     out.mkdir(parents=True, exist_ok=True)
+    with hold(out):
+        report, results = _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out,
+                               as_json, frozenset(skip))  # fmt: skip
+    if as_json:
+        emit_json(report)
+    else:
+        _summary(results, out)
+    raise SystemExit(0 if report["ok"] else 1)
+
+
+def _shipped() -> list[str]:
+    from dayone.spec.registry import list_specs
+
+    return list_specs()
+
+
+def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out, as_json, skip):
+    from dayone import __version__
+    from dayone.checkpoint import open_checkpoint
+    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.run import stages as S
+    from dayone.run.runner import PASS, run_stages
+
     created = _created(out)
     results = {}
     columns = (
@@ -63,8 +97,12 @@ def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag
             progress.advance(task)
 
         if demo:
-            results.update(run_stages([S.synth_stage(DEMO_SPEC, DEMO_SCALE, DEMO_SEED)], out, __version__, started))
-            checkpoint = str(out / "stages" / results["synth"].outputs["checkpoint"])
+            results.update(run_stages([S.synth_stage(spec_arg or DEMO_SPEC, DEMO_SCALE, DEMO_SEED)], out, __version__,
+                                      started))  # fmt: skip
+            if results["synth"].status != PASS:
+                progress.update(task, description="dashboard")
+                return _finish(out, created, None, results, gpu, gpus), results
+            checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         ctx = S.RunContext(ckpt, spec, out, created, tuple(targets) or TARGETS, tuple(archs) or ("sm_90", "sm_100"),
@@ -73,14 +111,12 @@ def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag
                   S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
         if publish_repo:
             stages.append(S.publish_stage(ctx, publish_repo, tag, api_url))
-        results.update(run_stages(stages, out, __version__, started))
+        unknown = sorted(skip - {stage.name for stage in stages})
+        if unknown:
+            raise InputError(f"--skip {unknown[0]}: no such stage ({', '.join(s.name for s in stages)})")
+        results.update(run_stages(stages, out, __version__, started, done=results, skip=skip))
         progress.update(task, description="dashboard")
-        report = _finish(ctx, results)
-    if as_json:
-        emit_json(report)
-    else:
-        _summary(results, out)
-    raise SystemExit(0 if report["ok"] else 1)
+        return _finish(out, created, ctx, results, gpu, gpus), results
 
 
 def _created(out: Path) -> datetime:
@@ -100,31 +136,70 @@ def _created(out: Path) -> datetime:
     return created
 
 
-def _finish(ctx, results: dict) -> dict:
-    """OUT/report.json (deterministic: statuses and summaries, no timings) and the dashboard in OUT/site."""
-    from dayone.dashboard.reports import load_reports
+def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: int) -> dict:
+    """OUT/report.json (deterministic: statuses and messages, no timings, no local paths), then OUT/reports and the
+    dashboard in OUT/site from the reports of this run's stages only (a stage folder left by an earlier run with other inputs
+    is not this run's result)."""
+    from dayone.atomic import staged_folder
+    from dayone.dashboard.reports import load_reports, write_report
     from dayone.dashboard.site import build_site
+    from dayone.run.runner import NOT_RUN, PASS
 
     report = {
-        "ok": all(r.status == "pass" for r in results.values()),
-        "spec": ctx.spec.name,
-        "checkpoint": str(ctx.checkpoint.root),
-        "created": ctx.created.isoformat(),
+        "ok": all(r.status == PASS or r.skipped for r in results.values()),
+        "spec": ctx.spec.name if ctx else None,
+        "checkpoint": ctx.checkpoint_identity if ctx else None,
+        "created": created.isoformat(),
         "stages": [{"stage": name, "status": r.status, "summary": r.summary} for name, r in results.items()],
     }
-    write_atomic(ctx.out / "report.json", json.dumps(report, indent=1) + "\n")
-    reports = load_reports(sorted((ctx.out / "stages").glob("*/report-*.json")))
-    build_site(reports, ctx.out / "site", pre_release=set(), gpu=ctx.gpu, gpus=ctx.gpus)
+    write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
+    ran = [name for name, r in results.items() if r.status != NOT_RUN]
+    files = sorted(p for name in ran for p in (out / "stages" / name).glob("report-*.json"))
+    not_run = _stand_in_reports(ctx, results, files) if ctx is not None else []
+    # OUT/reports: this run's reports, flat, for `integrate dashboard` and the release workflow.
+    with staged_folder(out / "reports") as folder:
+        for path in files:
+            shutil.copyfile(path, folder / path.name)
+        for r in not_run:
+            write_report(folder / f"report-{r.stage}{'-' + r.target if r.target else ''}.json", r)
+    build_site(load_reports(files) + not_run, out / "site", pre_release=set(), gpu=gpu, gpus=gpus)
     return report
+
+
+def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
+    """Reports for the dashboard cells of stages that wrote none: "not run" with the reason, or "fail" with the
+    message of a stage that stopped before writing its reports (bad input, a bug)."""
+    from dayone.dashboard.reports import STAGES, TARGETED_STAGES, Report
+    from dayone.run.runner import FAIL, NOT_RUN
+
+    wrote = {p.parent.name for p in files}
+    out = []
+    for name, r in results.items():
+        if name not in STAGES or r.status not in (NOT_RUN, FAIL) or (r.status == FAIL and name in wrote):
+            continue
+        for target in ctx.targets if name in TARGETED_STAGES else (None,):
+            out.append(Report(stage=name, spec=ctx.spec.name, target=target, status=r.status, created=ctx.created,
+                              details={"reason": r.summary}))  # fmt: skip
+    return out
 
 
 def _summary(results: dict, out: Path) -> None:
     table = Table("stage", "status", "time", "summary")
+    colours = {"pass": "green", "fail": "red"}
     for name, r in results.items():
-        status = "[green]pass[/]" if r.status == "pass" else "[red]fail[/]"
-        table.add_row(name, status, "cached" if r.cached else f"{r.seconds:.1f} s", r.summary)
+        status = f"[{colours.get(r.status, 'yellow')}]{r.status}[/]"
+        time = "cached" if r.cached else ("-" if r.status == "not run" else f"{r.seconds:.1f} s")
+        table.add_row(name, status, time, escape(r.summary))
     console.print(table)
-    console.print(f"report: {out / 'report.json'}   dashboard: {out / 'site' / 'index.html'}")
+    console.print(f"report: {_shown(out / 'report.json')}   dashboard: {_shown(out / 'site' / 'index.html')}")
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 COMMAND = run

@@ -1,8 +1,11 @@
 """The index matrix: one cell per (model spec, stage, target), its state, and its history over runs.
 
 A cell of a per-model stage (spec, coverage, compile, publish) spans all targets of its model. A cell can hold
-several variants at once (compile: one per arch); its state is that of the latest run of each variant, failed if
-any of them failed. Runs are told apart by the reports' `created` time.
+several variants at once (compile: one per arch); its state is that of the latest run of each variant: failed if
+any of them failed, passed only if every one of them passed, else "not run" with the reasons its reports give. A
+cell never shows pass for something that did not run. A report with "levels" (a stage that proves a target step
+by step) shows the last level reached and why the next one was not. Runs are told apart by the reports' `created`
+time.
 """
 
 from __future__ import annotations
@@ -33,21 +36,56 @@ class Cell:
         return "cell-" + "--".join(slug(p) for p in parts) + ".html"
 
     @property
-    def state(self) -> str:
-        if not self.reports:
-            return WAITING if self.pre_release and self.stage in NEEDS_WEIGHTS else NOT_RUN
+    def latest_reports(self) -> list[Report]:
         latest: dict[tuple, Report] = {}
         for r in self.reports:  # oldest first, so the last one written per variant is the latest
             latest[(r.target, r.arch)] = r
-        return "fail" if any(r.status == "fail" for r in latest.values()) else "pass"
+        return list(latest.values())
+
+    @property
+    def state(self) -> str:
+        if not self.reports:
+            return WAITING if self.pre_release and self.stage in NEEDS_WEIGHTS else NOT_RUN
+        return _combined([r.status for r in self.latest_reports])
+
+    @property
+    def reason(self) -> str:
+        """Why the cell is not (or not wholly) a pass; empty for a pass without levels left."""
+        if not self.reports:
+            if self.state == WAITING:
+                return "needs the real weights; it runs when they are released"
+            return "no report: this stage has not run for this model" + (" and target" if self.target else "")
+        reasons = []
+        for r in self.latest_reports:
+            reason = r.details.get("reason")
+            missing = _first_not_reached(r.details.get("levels"))
+            if missing:
+                reason = f"{missing.get('level')} {missing.get('status', NOT_RUN)}: {missing.get('reason') or '-'}"
+            if r.status != "pass" or reason:
+                where = " ".join(v for v in (r.target if self.target is None else None, r.arch) if v)
+                reasons.append((f"{where}: " if where else "") + (reason or r.status))
+        return "; ".join(dict.fromkeys(reasons))
+
+    @property
+    def level(self) -> str | None:
+        """The last level reached in order, for a cell whose report has levels (None when it has none)."""
+        levels = [lv for r in self.latest_reports for lv in (r.details.get("levels") or []) if isinstance(lv, dict)]
+        if not levels:
+            return None
+        reached = None
+        for lv in levels:
+            if lv.get("status") != "pass":
+                break
+            reached = lv.get("level")
+        return reached or "none"
 
     @property
     def history(self) -> list[tuple[datetime, str]]:
-        """(created, pass|fail) of the last HISTORY runs, oldest first; a run fails if any of its reports failed."""
-        runs: dict[datetime, str] = {}
+        """(created, pass|fail|not run) of the last HISTORY runs, oldest first, combined as the state is."""
+        runs: dict[datetime, list[str]] = {}
         for r in self.reports:
-            runs[r.created] = "fail" if r.status == "fail" or runs.get(r.created) == "fail" else "pass"
-        return sorted(runs.items())[-HISTORY:]
+            runs.setdefault(r.created, []).append(r.status)
+        return sorted((when, _combined(statuses)) for when, statuses in runs.items())[-HISTORY:]
 
     @property
     def latest(self) -> datetime | None:
@@ -72,6 +110,16 @@ class ModelRows:
     @property
     def reports(self) -> list[Report]:
         return sorted((r for c in self.cells.values() for r in c.reports), key=lambda r: r.created)
+
+
+def _combined(statuses: list[str]) -> str:
+    if "fail" in statuses:
+        return "fail"
+    return "pass" if statuses and all(s == "pass" for s in statuses) else NOT_RUN
+
+
+def _first_not_reached(levels) -> dict | None:
+    return next((lv for lv in levels or [] if isinstance(lv, dict) and lv.get("status") != "pass"), None)
 
 
 def slug(text: str) -> str:

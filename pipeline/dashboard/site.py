@@ -92,7 +92,7 @@ def _model_sections(model: ModelRows, gpu: str, gpus: int) -> dict:
         for _, r in sorted(latest_compile.items(), key=lambda kv: _arch_order(kv[0]))
         for row in r.details["resources"]
     ]
-    plan, plan_error = _plan(model.spec, gpu, gpus)
+    plan, plan_error = _plan(model, gpu, gpus)
     return {"charts": charts, "kernels": kernels, "plan": plan and _plan_rows(plan), "plan_error": plan_error}
 
 
@@ -137,12 +137,19 @@ def _plan_rows(plan: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def _plan(spec_name: str, gpu: str, gpus: int) -> tuple[dict | None, str | None]:
+def _plan(model: ModelRows, gpu: str, gpus: int) -> tuple[dict | None, str | None]:
+    """The serving plan of the spec the reports were made with: the one the latest spec report carries (a derived
+    or scaled spec is not shipped), else the shipped spec of that name."""
     from dayone.spec.planner import make_plan
-    from dayone.spec.registry import load_spec
+    from dayone.spec.registry import load_spec, parse_spec
 
+    carried = [r for r in model.reports if r.stage == "spec" and isinstance(r.details.get("spec"), dict)]
     try:
-        return make_plan(load_spec(spec_name), gpu, gpus).as_dict(), None
+        if carried:
+            spec = parse_spec(carried[-1].details["spec"], f"the spec report of {model.spec}")
+        else:
+            spec = load_spec(model.spec)
+        return make_plan(spec, gpu, gpus).as_dict(), None
     except InputError as err:  # a report may name a spec this install does not ship: show the pages without a plan
         return None, str(err)
 

@@ -59,7 +59,10 @@ def model_card(
 
 
 def _status(f: ReportFile) -> str:
-    return "fail" if any(r.status == "fail" for r in f.reports) else "pass"
+    statuses = {r.status for r in f.reports}
+    if "fail" in statuses:
+        return "fail"
+    return "pass" if statuses == {"pass"} else "not run"
 
 
 def validations(reports: list[tuple[str, ReportFile]]) -> list[dict]:
@@ -72,14 +75,16 @@ def validations(reports: list[tuple[str, ReportFile]]) -> list[dict]:
             out.append({
                 "file": name, "target": r.target or "-", "candidate": d.get("candidate", "?"),
                 "reference": d.get("reference", "?"), "checkpoint": d.get("checkpoint", "?"),
-                "verdict": _verdict(r.status, d.get("first_failure")),
+                "verdict": _verdict(r.status, d.get("first_failure"), d.get("reason")),
             })  # fmt: skip
     return out
 
 
-def _verdict(status: str, first: dict | None) -> str:
+def _verdict(status: str, first: dict | None, reason: str | None = None) -> str:
     if status == "pass":
         return "pass: every judged metric within the tolerance table"
+    if status == "not run":
+        return f"not run: {reason or 'no reason given'}"
     if not first:
         return "FAIL"
     values = ", ".join(

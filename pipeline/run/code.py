@@ -1,0 +1,125 @@
+"""The digest of the dayone code a stage runs, for its cache key: after an upgrade of dayone, or an edit of a module,
+template or kernel, the stages that run it are rebuilt and the others are reused.
+
+A stage names what it runs: modules ("dayone.checks.static"), whose dayone imports are followed transitively, and
+folders ("dayone.templates.sglang.*"), every file under a package folder (templates, and packages whose modules are
+imported by name at run time). Imports are found by reading the sources (the `import` and `from ... import` lines,
+lazy ones inside functions included), never by importing them: a cached run stays cheap, with no torch or Triton
+imported. Modules are located through the import system, so a wheel install and an editable one digest the same
+files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+from functools import cache
+from pathlib import Path
+
+ROOT = "dayone"
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+(dayone(?:\.\w+)*)", re.MULTILINE)
+_FROM = re.compile(
+    r"^[ \t]*from[ \t]+(\.+\w*(?:\.\w+)*|dayone(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]+)", re.MULTILINE
+)
+
+
+def code_digest(entries: tuple[str, ...], follow: bool = True) -> str:
+    """sha256 over the relative names and contents of every file the entries reach (follow=False: the modules'
+    own files, not what they import)."""
+    files: dict[str, Path] = {}
+    for entry in entries:
+        if entry.endswith(".*"):
+            folder = _package_folder(entry[:-2])
+            if folder is None:
+                raise ValueError(f"{entry}: no such package")
+            for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                files[f"{entry[:-2]}/{path.relative_to(folder).as_posix()}"] = path
+        else:
+            if _locate(entry) is None:
+                raise ValueError(f"{entry}: no such module")
+            for module in _closure(entry) if follow else (entry,):
+                files[module] = _locate(module)
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + _file_hash(files[name]).encode() + b"\n")
+    return h.hexdigest()
+
+
+@cache
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@cache
+def _top(name: str) -> Path | None:
+    """The folder (or file) of dayone or of a dayone.X package, as the import system maps it (package-dir)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin) if spec.origin else None
+
+
+def _package_folder(name: str) -> Path | None:
+    """The folder of a dayone package or of a data folder inside one (templates/sglang has no __init__.py)."""
+    parts = name.split(".")
+    base = _top(".".join(parts[:2])) if parts[0] == ROOT and len(parts) >= 2 else None
+    if base is None or not base.is_dir():
+        return None
+    folder = base.joinpath(*parts[2:])
+    return folder if folder.is_dir() else None
+
+
+@cache
+def _locate(name: str) -> Path | None:
+    """The source file of a dayone module (a package's __init__.py), or None if there is none."""
+    parts = name.split(".")
+    if parts[0] != ROOT:
+        return None
+    base = _top(".".join(parts[:2])) if len(parts) >= 2 else _top(ROOT)
+    if base is None:
+        return None
+    if base.is_file():
+        return base if len(parts) == 2 else None
+    for part in parts[2:]:
+        base = base / part
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return base.with_suffix(".py") if base.with_suffix(".py").is_file() else None
+
+
+@cache
+def _closure(entry: str) -> frozenset[str]:
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        # A module's parents' __init__ run first when it is imported.
+        parts = module.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(2, len(parts)) if _locate(".".join(parts[:i])))
+        todo.extend(m for m in _imports(module) if m not in seen)
+    return frozenset(seen)
+
+
+@cache
+def _imports(module: str) -> tuple[str, ...]:
+    path = _locate(module)
+    text = path.read_text()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = list(_IMPORT.findall(text))
+    for source, names in _FROM.findall(text):
+        if source.startswith("."):
+            dots = len(source) - len(source.lstrip("."))
+            base = package.split(".")
+            base = base[: len(base) - dots + 1]
+            source = ".".join([*base, source.lstrip(".")] if source.lstrip(".") else base)
+        found.append(source)
+        for name in re.split(r"[,\s()]+", names.split("#")[0]):
+            if name and name != "as" and name.isidentifier():
+                found.append(f"{source}.{name}")  # `from pkg import submodule` imports the submodule
+    return tuple(m for m in dict.fromkeys(found) if _locate(m) is not None)
