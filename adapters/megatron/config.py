@@ -18,6 +18,7 @@ def transformer_config(
     expert_parallel: int = 1,
     dtype: torch.dtype = torch.float32,
     cpu: bool | None = None,
+    sequence_parallel: bool = False,
 ):
     """The MLATransformerConfig of one run. cpu: initialise weights on the CPU (default: when no GPU is present)."""
     import torch.nn.functional as F
@@ -34,6 +35,7 @@ def transformer_config(
         "params_dtype": dtype,
         "bf16": dtype == torch.bfloat16,
         "use_cpu_initialization": cpu,
+        "sequence_parallel": sequence_parallel,
     }
     if spec.moe is not None:
         # alltoall (Miles' choice) creates a CUDA stream when built; allgather runs on a CPU
@@ -63,7 +65,6 @@ def model_fields(spec: ModelSpec) -> dict:
         "hidden_dropout": 0.0,
         "attention_dropout": 0.0,
         "expert_tensor_parallel_size": 1,  # experts are spread by expert parallelism, never split (weight map)
-        "sequence_parallel": False,
         "transformer_impl": "local",
     }
     if mla is not None:
@@ -75,7 +76,10 @@ def model_fields(spec: ModelSpec) -> dict:
             "qk_pos_emb_head_dim": mla.qk_rope_head_dim,
             "v_head_dim": mla.v_head_dim,
             "kv_channels": mla.v_head_dim,
-            "qk_layernorm": True,
+            # MLA's q/kv norms are built by the layer spec whatever this says; True would make megatron-core's
+            # finalize_model_grads sum the q_layernorm grads over TP ranks (meant for per-head QK norms), which for
+            # MLA's latent norm (identical on every rank) multiplies them by TP
+            "qk_layernorm": False,
             "rope_type": "rope",  # replaced by NoPE in mla.py: the "rope" dims are never rotated
             "rotary_scaling_factor": 1.0,
             "mscale": 1.0,

@@ -8,11 +8,14 @@ Per token, H heads of K = V = head_dim (the maths of `dayone.adapters.model.kda`
     out     = out_proj(RMSNorm_head(o; out_norm) * sigmoid(output gate(x)))
 Tensor parallel as GatedDeltaNet: the column-parallel projections give each rank H / TP whole heads (the weight map
 splits every fused part, so a rank's in_proj rows are [q_r; k_r; v_r; g_r]); out_proj is row-parallel. The
-low-rank factors f_a_proj and g_a_proj are held whole by every rank. Hidden states are [s, b, D].
+low-rank factors f_a_proj and g_a_proj are held whole by every rank. Hidden states are [s, b, D]. Sequence parallel:
+the conv and the recurrence run along the whole sequence, so the layer gathers it once on the way in and scatters the
+output back (its linears run without sequence-parallel communication of their own, as Miles' K3 layer does).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +25,10 @@ from dayone.kernels.kda.reference import kda_reference
 from dayone.kernels.short_conv import short_conv
 from dayone.spec.schema import KDASpec
 from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes
+from megatron.core.tensor_parallel.mappings import (
+    gather_from_sequence_parallel_region,
+    scatter_to_sequence_parallel_region,
+)
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec, build_module
 from megatron.core.transformer.transformer_config import TransformerConfig
@@ -61,10 +68,13 @@ class KimiDeltaAttention(MegatronModule):
         self.full_rank_gate = kda.output_gate.kind == "full_rank"
         D, HK = config.hidden_size, kda.num_heads * kda.head_dim
         parts = 4 if self.full_rank_gate else 3
-        column = {"config": config, "init_method": config.init_method, "bias": False, "gather_output": False,
+        self.tp_group, self.sequence_parallel = tp_group, config.sequence_parallel
+        linear_config = copy.copy(config)
+        linear_config.sequence_parallel = False
+        column = {"config": linear_config, "init_method": config.init_method, "bias": False, "gather_output": False,
                   "tp_group": tp_group}  # fmt: skip
         self.in_proj = build_module(submodules.in_proj, D, parts * HK, **column)
-        whole = {"config": config, "init_method": config.init_method, "bias": False}
+        whole = {"config": linear_config, "init_method": config.init_method, "bias": False}
         self.f_a_proj = build_module(submodules.f_a_proj, D, kda.gate.rank, **whole)
         self.f_b_proj = build_module(submodules.f_b_proj, kda.gate.rank, HK, **column)
         self.beta_proj = build_module(submodules.beta_proj, D, kda.num_heads, **column)
@@ -80,7 +90,7 @@ class KimiDeltaAttention(MegatronModule):
         self.dt_bias = self._parameter((local,), config, tp_group, fill=lambda t: t.zero_())
         self.out_norm = build_module(submodules.out_norm, config=config, hidden_size=self.head_dim, eps=kda.norm_eps)
         self.out_proj = build_module(
-            submodules.out_proj, HK, D, config=config, init_method=config.output_layer_init_method, bias=False,
+            submodules.out_proj, HK, D, config=linear_config, init_method=config.output_layer_init_method, bias=False,
             input_is_parallel=True, skip_bias_add=True, tp_group=tp_group,
         )  # fmt: skip
 
@@ -93,7 +103,11 @@ class KimiDeltaAttention(MegatronModule):
         return param
 
     def forward(self, hidden_states: torch.Tensor, attention_mask=None, packed_seq_params=None, **_):
-        """hidden_states [s, b, D] (normalized) -> (output [s, b, D], None)."""
+        """hidden_states [s, b, D] (normalized; [s / TP, b, D] under sequence parallelism) -> (output, None)."""
+        if self.sequence_parallel:
+            hidden_states = gather_from_sequence_parallel_region(
+                hidden_states, tensor_parallel_output_grad=False, group=self.tp_group
+            )
         s, b, _ = hidden_states.shape
         H, K = self.heads, self.head_dim
         x = hidden_states.transpose(0, 1)  # [b, s, D]: the kernels take batch-first sequences
@@ -113,4 +127,6 @@ class KimiDeltaAttention(MegatronModule):
             gate = self.g_b_proj(self.g_a_proj(x)[0])[0]
         o = gated_rmsnorm(o.to(x.dtype), gate.reshape(b, s, H, K), self.out_norm.weight, self.out_norm.eps)
         out, bias = self.out_proj(o.reshape(b, s, H * K).transpose(0, 1).contiguous())
+        if self.sequence_parallel:
+            out = scatter_to_sequence_parallel_region(out, group=self.tp_group)
         return out, bias

@@ -31,6 +31,8 @@ class AttentionResidual(MegatronModule):
         self.proj.weight = torch.nn.Parameter(torch.empty(1, D, dtype=config.params_dtype))
         if config.perform_initialization:
             config.init_method(self.proj.weight.data)
+        for weight in (self.norm.weight, self.proj.weight):  # per-token: summed over TP ranks under SP, as norms are
+            weight.sequence_parallel = config.sequence_parallel
 
     def forward(self, prefix: torch.Tensor, bank: torch.Tensor, norm_weight: torch.Tensor | None) -> torch.Tensor:
         """prefix [s, b, D], bank [s, b, n, D] -> RMSNorm(the mix; norm_weight) [s, b, D] (norm_weight None: the mix)."""

@@ -28,10 +28,16 @@ def gpt_model(config: TransformerConfig, spec: ModelSpec, parallel_output: bool 
 
 
 def build_model(
-    spec: ModelSpec, tensor_parallel: int = 1, expert_parallel: int = 1, dtype=torch.float32, parallel_output=True
+    spec: ModelSpec,
+    tensor_parallel: int = 1,
+    expert_parallel: int = 1,
+    dtype=torch.float32,
+    parallel_output=True,
+    sequence_parallel: bool = False,
 ) -> GPTModel:
     """The model of `spec` for this rank (megatron-core's parallel_state must be initialised with these sizes)."""
     from dayone.adapters.megatron.cpu import install_cpu_standins
 
     install_cpu_standins()
-    return gpt_model(transformer_config(spec, tensor_parallel, expert_parallel, dtype), spec, parallel_output)
+    config = transformer_config(spec, tensor_parallel, expert_parallel, dtype, sequence_parallel=sequence_parallel)
+    return gpt_model(config, spec, parallel_output)

@@ -64,16 +64,16 @@ def synthetic_checkpoint(spec, folder: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def untrainable(model, spec, chosen: dict[str, torch.Tensor]) -> set[str]:
-    """Parameters that get no gradient by construction: the first layer's attention-residual mix (a softmax over one
-    row) and experts no token was routed to (`chosen`: router name -> experts chosen at least once)."""
+def untrainable(spec, received: dict[str, torch.Tensor]) -> set[str]:
+    """Parameters that get no gradient on this rank by construction: the first layer's attention-residual mix (a
+    softmax over one row) and the local experts that received no token here (`received`: experts module name ->
+    tokens per local expert; other ranks' copies of an expert are summed by the data-parallel reduction)."""
     out = set()
     if spec.residual.kind == "attention":
         out |= {"decoder.layers.0.attn_res.norm.weight", "decoder.layers.0.attn_res.proj.weight"}
-    for router, used in chosen.items():
-        stem = router.removesuffix(".router") + ".experts."
-        for e in torch.nonzero(~used).flatten().tolist():
-            out |= {f"{stem}linear_fc1.weight{e}", f"{stem}linear_fc2.weight{e}"}
+    for experts, counts in received.items():
+        for e in torch.nonzero(counts == 0).flatten().tolist():
+            out |= {f"{experts}.linear_fc1.weight{e}", f"{experts}.linear_fc2.weight{e}"}
     return out
 
 
@@ -120,7 +120,8 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
         plant_mistake(plant)
     torch.manual_seed(0)
     try:
-        model = build_model(spec, tensor_parallel=tp, expert_parallel=ep)
+        # TP > 1 trains with sequence parallelism, as megatron-core requires of MoE layers under tensor parallelism
+        model = build_model(spec, tensor_parallel=tp, expert_parallel=ep, sequence_parallel=tp > 1)
     except ValueError as e:  # a layout the layer specs cannot build, named
         fail(str(e).split(" when instantiating")[0])
         return _finish(report, rank, folder)
@@ -166,18 +167,16 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
         for name in wrong[:5]:
             fail(f"round trip: {name} is not bitwise the checkpoint's")
 
-    ids = torch.randint(3, spec.vocab_size, (2, 9), generator=torch.Generator().manual_seed(1))
-    chosen: dict[str, torch.Tensor] = {}
+    ids = torch.randint(3, spec.vocab_size, (2, 10), generator=torch.Generator().manual_seed(1))  # s % TP == 0
+    received: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
-        if name.endswith("mlp.router"):
-            module.register_forward_hook(
-                lambda m, args, out, name=name: chosen.__setitem__(name, out[1].any(0) | chosen.get(name, False))
+        if name.endswith("mlp.experts"):  # called as (tokens, tokens_per_expert, probs)
+            module.register_forward_pre_hook(
+                lambda m, args, name=name: received.__setitem__(name, args[1] + received.get(name, 0))
             )
-    training = tp == 1  # megatron-core refuses MoE with TP > 1 in training without sequence parallelism
-    model.train(training)
-    with torch.set_grad_enabled(training):
-        logits = model(ids, position_ids=None, attention_mask=None)
-    full = _gather_vocab(logits.detach() if not training else logits, tp)
+    model.train()
+    logits = model(ids, position_ids=None, attention_mask=None)
+    full = _gather_vocab(logits, tp)
     logp = F.log_softmax(full.float(), -1)
     lp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
     if rank == 0:
@@ -192,21 +191,20 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
         report["tokens"] = int(diff.numel())
         if not diff.max() < LOGPROB_LIMIT:
             fail(f"per-token log-probs differ from the reference tier by {float(diff.max()):.3g} > {LOGPROB_LIMIT}")
-    if training:
-        # every position's output in the loss (the last one predicts a wrapped-around token), so every routed token's
-        # experts get a gradient
-        (-logp.gather(-1, ids.roll(-1, dims=1)[..., None]).sum()).backward()
-        skip = untrainable(model, spec, chosen)
-        report["gradients_checked"] = 0
-        for name, p in model.named_parameters():
-            g = p.grad
-            if g is not None and not torch.isfinite(g).all():
-                fail(f"rank {rank}: {name} has a non-finite gradient")
-            elif name not in skip and (g is None or not g.abs().sum() > 0):
-                fail(f"rank {rank}: {name} gets no gradient")
-            else:
-                report["gradients_checked"] += 1
-        report["no_gradient_by_construction"] = len(skip)
+    # every position's output in the loss (the last one predicts a wrapped-around token), so every routed token's
+    # experts get a gradient
+    (-logp.gather(-1, ids.roll(-1, dims=1)[..., None]).sum()).backward()
+    skip = untrainable(spec, received)
+    report["gradients_checked"] = 0
+    for name, p in model.named_parameters():
+        g = p.grad
+        if g is not None and not torch.isfinite(g).all():
+            fail(f"rank {rank}: {name} has a non-finite gradient")
+        elif name not in skip and (g is None or not g.abs().sum() > 0):
+            fail(f"rank {rank}: {name} gets no gradient")
+        else:
+            report["gradients_checked"] += 1
+    report["no_gradient_by_construction"] = len(skip)
     _train_rollout(model, spec, tensors, tp, rank, report)
     _finish(report, rank, folder)
 
@@ -220,7 +218,7 @@ def _train_rollout(model, spec, tensors, tp: int, rank: int, report: dict) -> No
     shared = [None]
     if rank == 0:
         gen = torch.Generator().manual_seed(5)
-        prompts = [torch.randint(3, spec.vocab_size, (n,), generator=gen) for n in (5, 3)]
+        prompts = [torch.randint(3, spec.vocab_size, (n,), generator=gen) for n in (6, 4)]  # with 4: s % TP == 0
         ro = rollout(spec, tensors, prompts, response_len=4)
         shared = [(ro.sequences(), ro.prompts, ro.logprobs)]
     dist.broadcast_object_list(shared, src=0)
@@ -244,14 +242,12 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _gather_vocab(logits: torch.Tensor, tp: int) -> torch.Tensor:
+    """The vocab-parallel logits [b, s, V / TP] of every TP rank joined (autograd-aware: backward takes this rank's)."""
     if tp == 1:
         return logits
-    import torch.distributed as dist
-    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
 
-    parts = [torch.empty_like(logits) for _ in range(tp)]
-    dist.all_gather(parts, logits.contiguous(), group=ps.get_tensor_model_parallel_group())
-    return torch.cat(parts, dim=-1)
+    return gather_from_tensor_model_parallel_region(logits)
 
 
 def _finish(report: dict, rank: int, folder: str) -> None:
