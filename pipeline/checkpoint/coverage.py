@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dayone.checkpoint.header_scan import HeaderScan, ShardComparison, compare_entries
+from dayone.checkpoint.header_scan import ShardComparison, compare_entries, scan_shards
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint
 from dayone.spec.manifest import EntryTable, Manifest
@@ -63,16 +63,8 @@ def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
     return assemble(shards, expected, checkpoint)
 
 
-def shard_jobs(checkpoint: Checkpoint) -> list[tuple]:
-    """(path, file name) of every shard, in order: what a HeaderScan reads."""
-    return [(checkpoint.root / f, f) for f in checkpoint.files]
-
-
-def scan_coverage(
-    manifest: Manifest, checkpoint: Checkpoint, early: HeaderScan | None = None
-) -> tuple[Coverage, list[ShardComparison]]:
-    """Read, check and compare every shard header in parallel worker processes; `early` is a HeaderScan started
-    on these very shards before the manifest was known (inspect starts one first thing), else one starts here.
+def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage, list[ShardComparison]]:
+    """Read, check and compare every shard header in parallel worker processes.
 
     Cross-shard checks come from the counts the workers send back; when they do not add up (a duplicate tensor, an
     index that disagrees with the headers, missing tensors) the checkpoint's own header reading names the culprit.
@@ -81,14 +73,7 @@ def scan_coverage(
         coverage = check_coverage(manifest, checkpoint)
         return coverage, []
     expected = EntryTable(manifest)
-    jobs = shard_jobs(checkpoint)
-    if early is not None and early.jobs == jobs:
-        results = early.results(expected)
-    else:
-        if early is not None:
-            early.close()  # it guessed the shards from the folder, and the index names others
-        with HeaderScan(jobs) as scan:
-            results = scan.results(expected)
+    results = scan_shards([(checkpoint.root / f, f) for f in checkpoint.files], expected)
     for result in results:
         if isinstance(result, Exception):
             raise result

@@ -1,10 +1,10 @@
 """Every shard header of a checkpoint read, checked and compared with the manifest, in parallel worker processes.
 
-A K3 release has 497k tensors in 96 shards; parsing their header JSON is most of what `integrate inspect` does. So
-the workers are forked as soon as the shard files are known and start parsing while the parent is still importing,
-deriving the spec and building the manifest; the parent then sends them its EntryTable (small: expert groups are
-expanded in the workers, on first use) and they send back one ShardComparison per shard: counts, bytes per dtype,
-and only the names that are off.
+A K3 release has 497k tensors in 96 shards; reading their headers is most of what `integrate inspect` does. The
+workers are forked once the manifest's EntryTable exists (small: expert groups are expanded in the workers, on first
+use) and send back one ShardComparison per shard: counts, bytes per dtype, and only the names that are off. (Forking
+them earlier, to parse while the parent derives the spec, was measured: holding parsed headers until the table came
+cost more CPU than the overlap saved.)
 
 Per shard, the fast path (`parse_shard`, then `ParsedShard.compare`) proves the header exactly as expected with a
 handful of C-level passes over all its entries at once, Python never looping per entry: every name expected, its
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import itemgetter, sub
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
 from dayone import untrusted_json
 from dayone.checkpoint.safetensors_header import read_header, read_header_bytes
@@ -152,10 +152,9 @@ def _tiles(flat: list[int], data_size: int) -> bool:
     return flat[0] == 0 and flat[-1] == data_size and flat[1:-1:2] == flat[2::2]
 
 
-def scan_one(path: Path, file: str, expected: EntryTable, parsed: ParsedShard | None = None):
+def scan_one(path: Path, file: str, expected: EntryTable) -> ShardComparison | InputError:
     """The ShardComparison of one shard, or the InputError that names what is wrong with it."""
-    if parsed is None:
-        parsed = parse_shard(path, file)
+    parsed = parse_shard(path, file)
     result = parsed.compare(expected) if parsed is not None else None
     if result is not None:
         return result
@@ -166,85 +165,50 @@ def scan_one(path: Path, file: str, expected: EntryTable, parsed: ParsedShard | 
     return compare_entries(file, header.entries, header.bytes_by_dtype, expected)
 
 
-class HeaderScan:
-    """Worker processes reading a fixed list of shards from the moment they start; `results(expected)` hands them
-    the manifest and returns one ShardComparison (or InputError) per shard, in order. Use as a context manager:
-    leaving it stops any worker still running."""
+def scan_shards(jobs: list[tuple[Path, str]], expected: EntryTable, workers: int | None = None) -> list:
+    """scan_one for every (path, file name), in order, in `workers` forked processes (default: one per core).
 
-    def __init__(self, jobs: list[tuple[Path, str]], workers: int | None = None) -> None:
-        self.jobs = jobs
-        self.delivered = False
-        count = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-        self.workers: list[tuple[multiprocessing.Process, object]] = []
-        if count == 1:
-            return  # parsed in this process when the manifest is known: nothing to overlap with
-        context = multiprocessing.get_context("fork")
-        # Contiguous runs of shards, not every n-th: a layer's experts straddle neighbouring shards, and each worker
-        # expands the expert groups it meets (dayone.spec.manifest.EntryTable).
-        self.parts = [jobs[len(jobs) * i // count : len(jobs) * (i + 1) // count] for i in range(count)]
-        for part in self.parts:
-            parent_end, child_end = context.Pipe()
-            worker = context.Process(target=_work, args=(part, child_end), daemon=True)
+    Each worker takes a contiguous run of shards, not every n-th: a layer's experts straddle neighbouring shards,
+    and each worker expands the expert groups it meets. The table is inherited through fork, not sent; a worker
+    sends back its comparisons through a pipe (small unless a shard is badly off).
+    """
+    count = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    if count == 1:
+        return [scan_one(path, file, expected) for path, file in jobs]
+    context = multiprocessing.get_context("fork")
+    parts = [jobs[len(jobs) * i // count : len(jobs) * (i + 1) // count] for i in range(count)]
+    running = []
+    try:
+        for part in parts:
+            parent_end, child_end = context.Pipe(duplex=False)
+            worker = context.Process(target=_work, args=(part, expected, child_end), daemon=True)
             worker.start()
             child_end.close()
-            self.workers.append((worker, parent_end))
-
-    def results(self, expected: EntryTable) -> list:
-        if not self.workers:
-            return [scan_one(path, file, expected) for path, file in self.jobs]
-        for _, conn in self.workers:
-            conn.send(expected)
-        results: list = []
-        for jobs, (_, conn) in zip(self.parts, self.workers, strict=True):
+            running.append((worker, parent_end))
+        results = []
+        for part, (_, conn) in zip(parts, running, strict=True):
             try:
-                part = conn.recv()
+                done = conn.recv()
             except EOFError:  # the worker died (killed, out of memory): its shards are read here instead
-                part = [scan_one(path, file, expected) for path, file in jobs]
-            if isinstance(part, BaseException):
-                raise part
-            results.extend(part)
-        self.delivered = True
+                done = [scan_one(path, file, expected) for path, file in part]
+            if isinstance(done, BaseException):
+                raise done
+            results.extend(done)
         return results
-
-    def close(self) -> None:
-        """Stop the workers: those that delivered exit on their own; any other is killed at once (the command is
-        ending on bad input, or the index named other files), since its work is of no use any more."""
-        for worker, conn in self.workers:
+    finally:
+        for worker, conn in running:
             conn.close()
-            if not self.delivered:
+            if worker.is_alive() and worker.exitcode is None:
+                worker.join(timeout=5)
+            if worker.is_alive():
                 worker.kill()
-            worker.join()
-        self.workers = []
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+                worker.join()
 
 
-def _work(jobs: list[tuple[Path, str]], conn) -> None:
-    """A worker: parse shards until the manifest arrives, then compare those parsed and the rest as they come."""
+def _work(jobs: list[tuple[Path, str]], expected: EntryTable, conn) -> None:
     gc.disable()  # ~250k header objects, none in reference cycles: collections would only rescan them
     try:
-        expected = None
-        parsed: list[tuple[Path, str, ParsedShard | None]] = []
-        out = []
-        for path, file in jobs:
-            if expected is None and conn.poll():
-                expected = conn.recv()
-            if expected is None:
-                parsed.append((path, file, parse_shard(path, file)))
-            else:
-                out.extend(scan_one(p, f, expected, s) for p, f, s in parsed)
-                parsed = []
-                out.append(scan_one(path, file, expected))
-        if expected is None:
-            expected = conn.recv()
-        out.extend(scan_one(p, f, expected, s) for p, f, s in parsed)
-        conn.send(out)
-    except EOFError:
-        pass  # the parent stopped before sending the manifest (bad input elsewhere)
+        conn.send([scan_one(path, file, expected) for path, file in jobs])
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which re-raises it
         try:
             conn.send(err)
@@ -252,21 +216,3 @@ def _work(jobs: list[tuple[Path, str]], conn) -> None:
             conn.send(RuntimeError(repr(err)))
     finally:
         conn.close()
-
-
-def scan_folder_early(source: str | Path) -> HeaderScan:
-    """A HeaderScan of the *.safetensors files directly in `source`, started before its index is even read, when
-    it is a local folder (an empty one otherwise). scan_coverage uses it when the index names exactly these files and
-    discards it otherwise; files that resolve outside the folder are left out (opening the checkpoint refuses them)."""
-    from dayone.checkpoint.reader import safe_member
-
-    root = Path(source)
-    jobs = []
-    if root.is_dir():
-        for path in sorted(root.glob("*.safetensors")):
-            try:
-                safe_member(root, path.name, str(root))
-            except InputError:
-                continue
-            jobs.append((root / path.name, path.name))
-    return HeaderScan(jobs)

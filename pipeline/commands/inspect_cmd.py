@@ -6,8 +6,11 @@ import math
 from collections import Counter
 
 import click
-from dayone.checkpoint.header_scan import scan_folder_early
+from dayone.checkpoint import open_checkpoint
+from dayone.checkpoint.coverage import scan_coverage
 from dayone.checkpoint.safetensors_header import gc_paused
+from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.spec.manifest import DTYPE_BYTES, build_manifest
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
 
@@ -22,18 +25,12 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
     Exit 0 when it holds exactly the spec's tensors, 1 when it does not, 2 when it cannot be read.
     """
-    with gc_paused(), scan_folder_early(checkpoint) as early:
-        # The workers are parsing headers from here on: what follows (imports included: pydantic, rich) overlaps
-        # with them, and the worker processes are forked small.
-        from dayone.checkpoint import open_checkpoint
-        from dayone.checkpoint.coverage import scan_coverage
-        from dayone.commands.spec_source import spec_for_checkpoint
-        from dayone.spec.manifest import DTYPE_BYTES, build_manifest
-
+    with gc_paused():
+        # Headers are read by the parallel scan, not at open: the scan is the inspection.
         ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         manifest = build_manifest(spec)
-        coverage, shards = scan_coverage(manifest, ckpt, early)
+        coverage, shards = scan_coverage(manifest, ckpt)
 
     by_dtype: Counter[str] = Counter()
     for shard in shards:
