@@ -1,36 +1,18 @@
 """Every spec field is honoured by `generate --target sglang` or refused with one line naming field, value and
-target. A matrix of variants of the tiny K3 goes through the generator; the honoured ones together go through
-SGLang itself once (levels a-d at world size 1)."""
+target. A matrix of variants of the tiny K3 goes through the generator (cheap); the honoured ones together go
+through SGLang itself once (levels a-d at world size 1, a job of the session's probe batch)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 from dayone.adapters.targets import sglang
 from dayone.errors import InputError
-from dayone.spec.registry import load_spec, spec_to_dict
-from dayone.spec.schema import ModelSpec
-from dayone.synth.scale import SCALES, scaled_spec
-from dayone.synth.write import write_synthetic
-from test_sglang_probe import generate, judge, probe
-
-TINY = dataclasses.replace(SCALES["tiny"], expert_intermediate=64)
+from test_sglang_probe import COMBINED_VARIANT, judge, sglang_batch, variant
 
 
-def variant(changes: dict) -> ModelSpec:
-    """The tiny 5-layer K3 with nested fields replaced."""
-    data = spec_to_dict(scaled_spec(load_spec("kimi-k3"), TINY, layers=5))
-
-    def merge(d: dict, u: dict) -> None:
-        for k, v in u.items():
-            if isinstance(v, dict) and isinstance(d.get(k), dict):
-                merge(d[k], v)
-            else:
-                d[k] = v
-
-    merge(data, changes)
-    return ModelSpec.model_validate(data)
+@pytest.fixture(scope="session")
+def probed(tmp_path_factory):
+    return sglang_batch(tmp_path_factory)
 
 
 ROUTER = ("moe", "router")
@@ -78,17 +60,20 @@ def test_refused_variant_names_field_value_and_target(case):
     assert message.startswith(line) and "\n" not in message
 
 
-def test_honoured_variants_together_load_in_sglang(tmp_path):
-    """Softmax and group-limited routing without correction bias, no q LoRA, no MLA output gate, a safe gate
-    bound of -3 and two dense layers: SGLang discovers, accepts, builds and loads it exactly."""
-    spec = variant(
-        {"moe": {"router": {"activation": "softmax", "num_groups": 4, "topk_groups": 2, "correction_bias": False}},
-         "mla": {"q_lora_rank": None, "output_gate": False}, "kda": {"gate": {"lower_bound": -3.0}},
-         "layout": {"ffn": "[dense dense] + 3 x [moe]"}}
-    )  # fmt: skip
-    write_synthetic(spec, tmp_path / "checkpoint", seed=7, num_shards=1)
-    site = generate(spec, tmp_path)
-    levels = probe(site, tmp_path / "checkpoint", 1, tmp_path / "out")["levels"]
+def test_honoured_variants_together_load_in_sglang(probed):
+    """All honoured variants at once (COMBINED_VARIANT): SGLang discovers, accepts, builds and loads it exactly."""
+    assert all(_covered())
+    run = probed["variants"]
+    levels = run.levels["levels"]
     for level in ("discovered", "accepted", "built"):
         assert levels[level]["status"] == "pass", (level, levels[level])
-    assert judge(spec, tmp_path / "checkpoint", tmp_path / "out", 1) == []
+    assert judge(run.case.spec, run.case.checkpoint, run.out, 1) == []
+
+
+def _covered() -> list[bool]:
+    """Each honoured variant's changes are part of the combined one run through SGLang."""
+
+    def within(small: dict, big: dict) -> bool:
+        return all(within(v, big.get(k, {})) if isinstance(v, dict) else big.get(k) == v for k, v in small.items())
+
+    return [within(changes, COMBINED_VARIANT) for changes, _ in HONOURED.values()]

@@ -1,16 +1,24 @@
 """SGLang's own verdict on a generated adapter package: discovered, accepted, built, loaded (dumps), forward.
 
     python sglang_probe.py --package-site DIR --checkpoint DIR --world-size N --out OUTDIR
+    python sglang_probe.py --batch JOBS.json     (a list of {"package_site", "checkpoint", "world_size", "out"})
 
 Run with the SGLang peer environment's python (.venv/peers/sglang); imports only SGLang, torch, safetensors and
 the standard library. DIR holds the generated package as installed (`pip install --target DIR`). N ranks are
 launched here (torch.multiprocessing, gloo on the CPU), each inside SGLang's own published runtime context and
 parallel state. Writes:
     OUTDIR/levels.json             levels with status and a one-line detail, and the facts SGLang reported
-    OUTDIR/rank{R}.safetensors     every parameter, buffer and derived tensor after SGLang's load_weights
-    OUTDIR/rank{R}.writes.json     per parameter: weight-loader writes and element coverage; checkpoint tensors
-                                   consumed and skipped
+    OUTDIR/rank{R}.safetensors     every parameter and buffer after SGLang's load_weights
+    OUTDIR/rank{R}.writes.json     per parameter: weight-loader calls ("calls") and element coverage ("params");
+                                   checkpoint tensors passed to load_weights ("streamed"), what it returned
+    OUTDIR/rank{R}.derived.safetensors    tensors the model keeps besides its parameters (absorbed MLA, fp32
+                                          router bias, attention-residual weights) after the load, and
+    OUTDIR/rank{R}.derived2.safetensors   the same after a second load_weights with every floating-point
+                                          checkpoint tensor doubled (a weight update)
 "loaded" is never passed here: the driver compares the dumps with dayone's reference reading of the checkpoint.
+The framework is imported once in the launching process and the ranks are forked from it (a batch of jobs shares
+that import: the import is most of a probe's time); SGLang's model registry, and through it the adapter package,
+is imported only inside each rank, after SGLANG_EXTERNAL_MODEL_PACKAGE is set, as in a user's server process.
 CPU stand-ins (reported in facts): SGLang's PyNccl communicator is CUDA-only, so the tensor-parallel groups are
 built without it and every collective runs over their gloo CPU group.
 """
@@ -18,12 +26,14 @@ built without it and every collective runs over their gloo CPU group.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
 import os
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -207,6 +217,24 @@ class WriteCounter:
             self.by_storage.setdefault(storage.data_ptr(), []).append(name)
             self.elements[name] = torch.zeros(storage.nbytes() // max(param.element_size(), 1), dtype=torch.int32)
         self.untracked: set[str] = set()
+        self.loader_calls: dict[str, int] = {}
+        for name, param in self.params.items():
+            self._count_loader_calls(name, param)
+
+    def _count_loader_calls(self, name: str, param) -> None:
+        """Wrap the parameter's weight_loader (an attribute, or the `_weight_loader` behind SGLang's parameter
+        classes' property) so each call is counted."""
+        slot = "_weight_loader" if "_weight_loader" in vars(param) else "weight_loader"
+        loader = vars(param).get(slot)
+        if not callable(loader):
+            return
+        self.loader_calls[name] = 0
+
+        def counted(*args, **kwargs):
+            self.loader_calls[name] += 1
+            return loader(*args, **kwargs)
+
+        setattr(param, slot, counted)
 
     def record(self, dest, kind: str) -> None:
         names = self.by_storage.get(dest.untyped_storage().data_ptr()) if dest.numel() else None
@@ -249,54 +277,79 @@ def counting_mode(counter: WriteCounter):
 
 
 def load(verdict: Verdict, model, checkpoint: Path, out: Path, rank: int) -> None:
-    """SGLang's safetensors iterator into the model's own load_weights; dumps for the driver."""
-    import torch
-    from safetensors.torch import save_file
+    """SGLang's safetensors iterator into the model's own load_weights, twice (the second time with every
+    floating-point tensor doubled: a weight update); dumps for the driver."""
     from sglang.srt.model_loader.loader import post_load_weights
-    from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator
 
     files = sorted(str(p) for p in checkpoint.glob("*.safetensors"))
+    counter = WriteCounter(model)
+    with counting_mode(counter):
+        streamed, returned = load_once(model, files, lambda tensor: tensor)
+        post_load_weights(model)
+    save(parameters_and_buffers(model), out / f"rank{rank}.safetensors")
+    save(derived_tensors(model), out / f"rank{rank}.derived.safetensors")
+    writes = {
+        "params": counter.summary(),
+        "calls": dict(sorted(counter.loader_calls.items())),
+        "untracked_writes": sorted(counter.untracked),
+        "streamed": streamed,
+        "returned": sorted(returned),
+    }
+    atomic_json(out / f"rank{rank}.writes.json", writes)
+    load_once(model, files, lambda tensor: tensor * 2 if tensor.is_floating_point() else tensor)
+    save(derived_tensors(model), out / f"rank{rank}.derived2.safetensors")
+    verdict.not_run("loaded", "dumped for the driver's comparison with dayone's reference reading")
+
+
+def load_once(model, files: list[str], change) -> tuple[list[str], set[str]]:
+    """(checkpoint names passed to load_weights, what it returned); an error names the tensor being loaded."""
+    from sglang.srt.model_loader.weight_utils import safetensors_weights_iterator
+
     names: list[str] = []
 
     def weights():
         for name, tensor in safetensors_weights_iterator(files):
             names.append(name)
-            yield name, tensor
+            yield name, change(tensor)
 
-    counter = WriteCounter(model)
     try:
-        with counting_mode(counter):
-            consumed = model.load_weights(weights())
-            post_load_weights(model)
+        returned = model.load_weights(weights())
     except Exception as err:
-        raise RuntimeError(
-            f"loading {names[-1] if names else 'the first tensor'}: {type(err).__name__}: {err}"
-        ) from err
-    consumed = set(consumed or ())
-    tensors = {}
-    for name, value in [*model.named_parameters(), *model.named_buffers()]:
-        tensors[name] = value.detach().clone().contiguous()
-    attributes = []
+        where = names[-1] if names else "the first tensor"
+        raise RuntimeError(f"loading {where}: {type(err).__name__}: {err}") from err
+    return names, set(returned or ())
+
+
+def parameters_and_buffers(model) -> dict:
+    return {
+        name: value.detach().clone().contiguous() for name, value in [*model.named_parameters(), *model.named_buffers()]
+    }
+
+
+def derived_tensors(model) -> dict:
+    """Buffers and tensor attributes of the modules (what a model recomputes from its parameters)."""
+    import torch
+
+    tensors = {name: value.detach().clone().contiguous() for name, value in model.named_buffers()}
     for module_name, module in model.named_modules():
         for attr, value in vars(module).items():
-            if isinstance(value, torch.Tensor) and not attr.startswith("_"):
-                key = f"{module_name}.{attr}" if module_name else attr
-                if key not in tensors:
-                    tensors[key] = value.detach().clone().contiguous()
-                    attributes.append(key)
-    partial = out / f".rank{rank}.safetensors.partial"
+            if (
+                isinstance(value, torch.Tensor)
+                and not isinstance(value, torch.nn.Parameter)
+                and not attr.startswith("_")
+            ):
+                tensors.setdefault(
+                    f"{module_name}.{attr}" if module_name else attr, value.detach().clone().contiguous()
+                )
+    return tensors
+
+
+def save(tensors: dict, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    partial = path.with_name(f".{path.name}.partial")
     save_file(tensors, str(partial))
-    partial.replace(out / f"rank{rank}.safetensors")
-    writes = {
-        "params": counter.summary(),
-        "untracked_writes": sorted(counter.untracked),
-        "derived_attributes": sorted(attributes),
-        "checkpoint_tensors": len(names),
-        "consumed": sorted(consumed),
-        "skipped": sorted(set(names) - consumed),
-    }
-    atomic_json(out / f"rank{rank}.writes.json", writes)
-    verdict.not_run("loaded", "dumped for the driver's comparison with dayone's reference reading")
+    partial.replace(path)
 
 
 def atomic_json(path: Path, data: dict) -> None:
@@ -328,6 +381,16 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
         verdict.failed(level, f"{type(err).__name__}: {err}")
         (out_dir / f"rank{rank}.traceback.txt").write_text(traceback.format_exc())
     atomic_json(out_dir / f"rank{rank}.levels.json", {"levels": verdict.levels, "facts": verdict.facts})
+    if rank == 0:
+        wait_for_ranks(out_dir, world)
+
+
+def wait_for_ranks(out: Path, world: int, limit_s: float = 600.0) -> None:
+    """Rank 0 hosts the process groups' TCP store: it stays until every rank has written its levels, so a rank
+    still creating its groups never finds the store gone (a rank that dies ends the launch anyway)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and not all((out / f"rank{r}.levels.json").is_file() for r in range(world)):
+        time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -358,22 +421,63 @@ def merge(out: Path, world: int, version: str) -> dict:
     return {"framework": "sglang", "version": version, "world_size": world, "levels": levels, "facts": facts}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--package-site", required=True, type=Path)
-    parser.add_argument("--checkpoint", required=True, type=Path)
-    parser.add_argument("--world-size", type=int, default=1)
-    parser.add_argument("--out", required=True, type=Path)
-    a = parser.parse_args(argv)
-    a.out.mkdir(parents=True, exist_ok=True)
-    from importlib.metadata import version
+# Framework modules the probe and generated adapters use; imported once, before the ranks are forked. The model
+# registry is not among them: importing it reads SGLANG_EXTERNAL_MODEL_PACKAGE, which each rank sets itself.
+WARM = (
+    "sglang.srt.server_args", "sglang.srt.runtime_context", "sglang.srt.configs.model_config",
+    "sglang.srt.configs.hybrid_arch", "sglang.srt.configs.load_config", "sglang.srt.layers.dp_attention",
+    "sglang.srt.model_loader.loader", "sglang.srt.model_loader.weight_utils", "sglang.srt.distributed",
+    "sglang.srt.layers.linear", "sglang.srt.layers.layernorm", "sglang.srt.layers.logits_processor",
+    "sglang.srt.layers.moe.ep_moe.layer", "sglang.srt.layers.moe.topk", "sglang.srt.layers.quantization.mxfp4",
+    "sglang.srt.layers.radix_attention", "sglang.srt.layers.radix_linear_attention",
+    "sglang.srt.layers.vocab_parallel_embedding", "sglang.srt.model_executor.forward_batch_info",
+    "safetensors.torch",
+)  # fmt: skip
+REGISTRY = "sglang.srt.models.registry"
 
+
+def warm() -> str:
+    """Import the framework here; the start method for the ranks: fork, unless the registry got imported too."""
+    import importlib
+
+    for module in WARM:
+        with contextlib.suppress(Exception):  # the rank's own import reports it as its level's failure
+            importlib.import_module(module)
+    return "spawn" if REGISTRY in sys.modules else "fork"
+
+
+def run_job(site: Path, checkpoint: Path, world: int, out: Path, start_method: str, version: str) -> None:
     import torch.multiprocessing as mp
 
-    port = free_port()
-    args = (a.world_size, port, str(a.package_site.resolve()), str(a.checkpoint.resolve()), str(a.out.resolve()))
-    mp.start_processes(rank_main, args=args, nprocs=a.world_size, join=True, start_method="spawn")
-    atomic_json(a.out / "levels.json", merge(a.out, a.world_size, version("sglang")))
+    out.mkdir(parents=True, exist_ok=True)
+    args = (world, free_port(), str(site.resolve()), str(checkpoint.resolve()), str(out.resolve()))
+    try:
+        mp.start_processes(rank_main, args=args, nprocs=world, join=True, start_method=start_method)
+    except mp.ProcessExitedException:
+        pass  # a rank that died has no rank levels: merge reports it
+    atomic_json(out / "levels.json", merge(out, world, version))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--package-site", type=Path)
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--batch", type=Path, help="a JSON list of jobs, run one after the other")
+    a = parser.parse_args(argv)
+    if a.batch is not None:
+        jobs = json.loads(a.batch.read_text())
+    elif a.package_site and a.checkpoint and a.out:
+        jobs = [{"package_site": a.package_site, "checkpoint": a.checkpoint, "world_size": a.world_size, "out": a.out}]
+    else:
+        parser.error("give --package-site, --checkpoint and --out, or --batch")
+    from importlib.metadata import version
+
+    start_method = warm()
+    for job in jobs:
+        run_job(Path(job["package_site"]), Path(job["checkpoint"]), int(job["world_size"]), Path(job["out"]),
+                start_method, version("sglang"))  # fmt: skip
     return 0
 
 
