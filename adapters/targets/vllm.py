@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
+from dayone.checks.releases import RELEASES
 from dayone.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "vllm"
-RELEASE = "0.33.0"
+RELEASE = RELEASES[TARGET].version
 # KimiGatedDeltaNetAttention sizes its low-rank gate factors by head_dim and accepts safe-gate lower bounds in
 # [KDA_LOWER_BOUND_MIN, 0) (vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py).
 KDA_LOWER_BOUND_MIN = -5.0
@@ -28,21 +29,34 @@ def kda_fits(spec: ModelSpec) -> None:
     k = spec.kda
     if k is None:
         return
-    ranks = {"gate": k.gate.rank, "output gate": k.output_gate.rank if k.output_gate.kind == "low_rank" else None}
-    for what, rank in ranks.items():
+    ranks = {"kda.gate.rank": k.gate.rank, "kda.output_gate.rank": k.output_gate.rank}
+    if k.output_gate.kind != "low_rank":
+        del ranks["kda.output_gate.rank"]
+    for field, rank in ranks.items():
         if rank is not None and rank != k.head_dim:
             raise InputError(
-                f"{spec.name}: vLLM {RELEASE}'s KDA layer needs the {what} rank to equal head_dim "
-                f"({rank} != {k.head_dim})"
+                f"{spec.name}: {field} = {rank} is not supported by target vllm: vLLM {RELEASE}'s KDA layer needs it "
+                f"equal to kda.head_dim ({k.head_dim})"
             )
     lower = k.gate.lower_bound
     if lower is not None and not KDA_LOWER_BOUND_MIN <= lower < 0:
         raise InputError(
-            f"{spec.name}: vLLM {RELEASE}'s KDA layer takes gate lower bounds in [{KDA_LOWER_BOUND_MIN}, 0), not {lower}"
+            f"{spec.name}: kda.gate.lower_bound = {lower} is not supported by target vllm: vLLM {RELEASE}'s KDA layer "
+            f"takes lower bounds in [{KDA_LOWER_BOUND_MIN}, 0)"
+        )
+
+
+def refuse_unsupported(spec: ModelSpec) -> None:
+    """Raise InputError (one line naming field, value and target) for a spec field the generated code cannot honour."""
+    if spec.mla is not None and not spec.mla.nope:
+        raise InputError(
+            f"{spec.name}: mla.nope = false is not supported by target vllm: the generated MLA is NoPE (no rotary "
+            "embedding is applied to q_rope / k_rope)"
         )
 
 
 def files(spec: ModelSpec) -> dict[str, str]:
+    refuse_unsupported(spec)
     kda_fits(spec)
     package = common.package_name(spec, TARGET)
     wm = build_weight_map(spec, TARGET_LAYOUT[TARGET], mxfp4="packed")

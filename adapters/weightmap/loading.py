@@ -52,6 +52,7 @@ class TableLoader:
         for rule in table.RULES:
             self.by_pattern.setdefault(rule.source, []).append((rule, decls[(rule.target, rule.layers)]))
         self.pending: dict[str, torch.Tensor] = {}  # the first half of an MXFP4 pair, until its twin arrives
+        self.passed_through: set[str] = set()
 
     def row(self, name: str) -> Row | None:
         pattern, layer, expert = pattern_of(name)
@@ -63,25 +64,32 @@ class TableLoader:
         return None
 
     def load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """Load every (checkpoint name, tensor); returns the names consumed. Unknown names raise KeyError;
-        tensors of parameters this model does not hold (passthrough vision tensors) are skipped."""
-        consumed: set[str] = set()
+        """Load every (checkpoint name, tensor); returns the names of the parameters written (what vLLM's loader
+        checks against the model's parameters). Nothing is skipped silently: a name the table does not know, or
+        whose parameter the model does not hold, raises KeyError naming both; the table's passthrough tensors
+        (a vision tower the text model does not hold) are recorded in `self.passed_through`."""
+        written: set[str] = set()
         touched: set[int | None] = set()
         for name, tensor in weights:
             row = self.row(name)
             if row is None:
                 raise KeyError(f"{name}: not a tensor of this model's weight table")
             target = fill(row.target, row.layer)
-            if row.rule.transform == "passthrough" or target not in self.params:
+            if row.rule.transform == "passthrough":
+                self.passed_through.add(name)
                 continue
+            if target not in self.params:
+                raise KeyError(f"{name}: its parameter {target} is not a parameter of the model")
             value = self._value(row, name, tensor)
             if value is None:
                 continue  # waiting for the other half of an MXFP4 pair
             self._put(row, self.params[target], value)
-            consumed.update((row.source, scale_name(row.source)) if row.rule.transform == "mxfp4" else (name,))
+            written.add(target)
             touched.add(row.layer)
+        if self.pending:
+            raise KeyError(f"{min(self.pending)}: the other half of its MXFP4 pair never arrived")
         self.refresh_derived(touched)
-        return consumed
+        return written
 
     def _value(self, row: Row, name: str, tensor: torch.Tensor) -> torch.Tensor | None:
         if row.rule.transform == "a_log":

@@ -68,10 +68,31 @@ class SourceTree:
             return Definition(f"{module}.{name}", None, "module")
         for node in _top_level(tree.body):
             if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-                found = self.lookup(self._absolute(module, node), name, depth + 1)
+                source = self._absolute(module, node)
+                exported = self.exports(source)
+                if exported is not None and name not in exported:
+                    continue  # `import *` takes only the names of the source's __all__
+                found = self.lookup(source, name, depth + 1)
                 if found is not None:
                     return found
         return self._lazy(module, tree, name, depth)
+
+    def exports(self, module: str) -> set[str] | None:
+        """The names of a module's literal `__all__` (what `from module import *` takes), None without one."""
+        tree = self.parse(module)
+        if tree is None:
+            return None
+        names: set[str] | None = None
+        for node in _top_level(tree.body):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                continue
+            value = node.value
+            if isinstance(value, ast.List | ast.Tuple):  # `__all__ = [...]` or `__all__ += [...]`
+                names = (names or set()) | {e.value for e in value.elts if isinstance(e, ast.Constant)}
+            else:
+                return None  # computed: not judged
+        return names
 
     def _match(self, module: str, node: ast.AST, name: str, depth: int) -> Definition | None:
         if isinstance(node, ast.ClassDef) and node.name == name:

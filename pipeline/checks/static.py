@@ -20,7 +20,9 @@ from pathlib import Path
 
 from dayone.adapters.targets.common import LINE_LENGTH
 from dayone.adapters.weightmap.check import check_table
+from dayone.adapters.weightmap.layouts import VLLM_ROUTED_EXPERTS
 from dayone.checks.api import FileCheck, SourceTree
+from dayone.checks.protocols import REGISTRY_PROTOCOLS, check_protocols, check_quantized_names
 from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
 from dayone.spec.schema import ModelSpec
 
@@ -73,6 +75,7 @@ def check_target(
         result.calls += check.calls_checked
     result.problems["api"] = api
     result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
+    result.problems["protocols"] = _protocols(spec, target, root, expected, tree)
     if target in ("miles", "megatron-bridge"):
         from dayone.adapters.megatron.peer import megatron_checks
 
@@ -121,13 +124,29 @@ def _table(spec: ModelSpec, root: Path, expected: dict[str, str]) -> list[str]:
     return problems
 
 
+def _protocols(spec: ModelSpec, target: str, root: Path, expected: dict[str, str], tree: SourceTree) -> list[str]:
+    """The model class has every method its framework's registry asks for; the expert parameters the table fills
+    are those the quantization method in use registers (protocols.py)."""
+    problems: list[str] = []
+    quant = spec.quantization.format if spec.quantization is not None else None
+    for rel in (rel for rel in expected if rel.endswith("/model.py")):
+        if target in REGISTRY_PROTOCOLS:
+            arch = spec.hf.architecture
+            problems += [str(p) for p in check_protocols(root / rel, rel, tree, target, arch)]
+        table_rel = rel.removesuffix("model.py") + "weight_table.py"
+        if table_rel in expected:
+            table = load_generated(root, table_rel.removesuffix(".py").replace("/", "."))
+            problems += check_quantized_names(table, tree, target, quant, table_rel)
+    return problems
+
+
 def _model_names(root: Path, expected: dict[str, str]) -> list[str]:
     """Every module on the path of a table parameter is an attribute the generated model.py assigns (the leaf is the
     framework layer's own `weight` / FusedMoE's `w13_weight...`), so the table and the model name the same tree."""
     problems = []
     for rel in (rel for rel in expected if rel.endswith("/model.py")):
         tree = ast.parse((root / rel).read_text())
-        assigned = {"layers"}
+        assigned = {"layers", VLLM_ROUTED_EXPERTS}  # vLLM's MoE runner builds `routed_experts` itself
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             for target in targets:

@@ -1,6 +1,8 @@
 """The generated SGLang / vLLM load_weights (loading.py walking weight_table.py) against the engines' weight_loader
-contract, emulated on the CPU: the parameters of every rank equal the table's own placement, every element is
-written once, and derived tensors are rebuilt after loads and weight updates."""
+contract, emulated on the CPU, for what the real frameworks cannot show here: tensor parallelism 4 and 8 and
+expert parallelism 2 (the conformance runs in tests/conform build and load in vLLM itself, but a CPU machine runs
+world sizes 1 and 2 and no expert-parallel group). The parameters of every rank equal the table's own placement,
+every element is written once, and derived tensors are rebuilt after loads and weight updates."""
 
 from __future__ import annotations
 
@@ -20,15 +22,17 @@ def _engine(generated, target: str, par: walk.Parallel):
 
 
 @pytest.mark.parametrize("target", ["sglang", "vllm"])
-@pytest.mark.parametrize("tp,ep", [(1, 1), (2, 1), (4, 2), (8, 2)])
+@pytest.mark.parametrize("tp,ep", [(4, 2), (8, 2)])
 def test_load_weights_fills_every_parameter_of_every_rank(k3, generated, target, tp, ep):
     tensors = k3[1]
     for rank in {(0, 0), (tp - 1, ep - 1)}:
         par = walk.Parallel(rank[0], tp, rank[1], ep)
         table, loading, model = _engine(generated, target, par)
         # the checkpoint streamed in reverse, so scales arrive before their packed twins
-        consumed = loading.TableLoader(table, model).load(reversed(list(tensors.items())))
-        assert consumed == set(tensors)
+        loader = loading.TableLoader(table, model)
+        written = loader.load(reversed(list(tensors.items())))
+        assert written == {name for name, _ in model.named_parameters()}
+        assert loader.passed_through == {n for n in tensors if n.startswith(("vision_tower.", "mm_projector."))}
         expected = walk.to_target(table, tensors.__getitem__, par)
         for name, param in model.named_parameters():
             assert torch.equal(param.data, expected[name]), f"{name} at rank {rank}"

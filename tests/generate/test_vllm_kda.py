@@ -115,5 +115,7 @@ def test_a_planted_kda_mistake_is_caught(release, tmp_path):
 
 def test_a_gate_rank_vllm_cannot_hold_is_refused():
     spec = with_updates(parallel_k3_spec(), {"kda": {"gate": {"rank": 16}}})
-    with pytest.raises(InputError, match=r"KDA layer needs the gate rank to equal head_dim \(16 != 8\)$"):
+    with pytest.raises(
+        InputError, match=r"kda.gate.rank = 16 is not supported by target vllm: .* equal to kda.head_dim \(8\)$"
+    ):
         vllm.files(spec)
