@@ -118,7 +118,7 @@ def _check_entries(path: Path, header: dict, data_start: int, file_size: int) ->
             if isinstance(entry, dict) and "dtype" in entry and err.args[0] == entry["dtype"]:
                 raise InputError(f"{path}: tensor {name!r}: unknown dtype {entry['dtype']!r}") from None
             raise InputError(f"{path}: tensor {name!r}: malformed header entry") from None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: math.prod([2**63, ""]) repeats a string
             raise InputError(f"{path}: tensor {name!r}: malformed header entry") from None
         if type(shape) is not list or type(numel) is not int or (shape and min(shape) < 0):
             raise InputError(f"{path}: tensor {name!r}: malformed shape {shape!r}")

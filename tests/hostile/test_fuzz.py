@@ -154,12 +154,15 @@ def test_reading_commands_survive_any_mutation(tiny, command):
     )
     @given(data=st.data())
     def run_one(data):
+        ran.append(1)
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "ckpt"
             shutil.copytree(tiny, root)
             what = mutate(root, data)
             check_contract(command, root, what)
 
+    ran: list[int] = []
     run_one()
+    assert len(ran) >= EXAMPLES[command], f"hypothesis ran {len(ran)} examples"
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     assert peak_gb < PEAK_RSS_GB

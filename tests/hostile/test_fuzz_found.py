@@ -49,3 +49,14 @@ def test_validate_on_a_checkpoint_with_only_kda_layers(tmp_path):
     result = CliRunner().invoke(cli, ["validate", str(out), "--tokens", "1,2,3,4", "--device", "cpu"])
     assert isinstance(result.exception, SystemExit | None), result.exception
     assert result.exit_code == 0, result.output
+
+
+def test_a_shape_that_multiplies_a_string_is_bad_input(tiny, tmp_path):
+    # math.prod([2**63, ""]) repeats a string 2**63 times: OverflowError from the header check
+    root = tmp_path / "ckpt"
+    shutil.copytree(tiny, root)
+    shard = next(root.glob("*.safetensors"))
+    _edit_header(shard, lambda h: h["model.norm.weight"].update(shape=[2**63, ""]))
+    result = CliRunner().invoke(cli, ["inspect", str(root)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None)
+    assert len(result.stderr.strip().splitlines()) == 1 and "model.norm.weight" in result.stderr
