@@ -110,19 +110,23 @@ class KimiDeltaAttention(MegatronModule):
             )
         s, b, _ = hidden_states.shape
         H, K = self.heads, self.head_dim
+        # packed sequences (THD: [t, 1, D]): the conv and the recurrence restart at every cu_seqlens boundary
+        cu = packed_seq_params.cu_seqlens_q.to(torch.int32) if packed_seq_params is not None else None
         x = hidden_states.transpose(0, 1)  # [b, s, D]: the kernels take batch-first sequences
         projected, _ = self.in_proj(x)
         qkv, gate = (projected, None) if not self.full_rank_gate else projected.split([3 * H * K, H * K], dim=-1)
-        mixed, _ = short_conv(qkv, self.conv1d.weight, output_final_state=False)
+        mixed, _ = short_conv(qkv, self.conv1d.weight, cu_seqlens=cu, output_final_state=False)
         q, k, v = (t.reshape(b, s, H, K) for t in mixed.split(H * K, dim=-1))
         g = self.f_b_proj(self.f_a_proj(x)[0])[0].reshape(b, s, H, K)
         beta, _ = self.beta_proj(x)
         gate_args = {"gate": self.gate_kind, "lower_bound": self.lower if self.lower is not None else -5.0}
         if torch.is_grad_enabled():
             # the chunked kernels (Triton and torch) are forward-only: training runs the recurrence autograd can follow
-            o, _ = kda_reference(q, k, v, g, beta, self.A_log, self.dt_bias, **gate_args)
+            o, _ = kda_reference(q, k, v, g, beta, self.A_log, self.dt_bias, **gate_args, cu_seqlens=cu)
         else:
-            o, _ = chunk_kda(q, k, v, g, beta, self.A_log, self.dt_bias, **gate_args, output_final_state=False)
+            o, _ = chunk_kda(
+                q, k, v, g, beta, self.A_log, self.dt_bias, **gate_args, cu_seqlens=cu, output_final_state=False
+            )
         if gate is None:
             gate = self.g_b_proj(self.g_a_proj(x)[0])[0]
         o = gated_rmsnorm(o.to(x.dtype), gate.reshape(b, s, H, K), self.out_norm.weight, self.out_norm.eps)

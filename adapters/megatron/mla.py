@@ -10,6 +10,8 @@ takes no k_channels, so the core attention is `MLACoreAttention`: causal softmax
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
 from megatron.core.tensor_parallel.layers import ColumnParallelLinear
@@ -25,7 +27,8 @@ class NoRotaryEmbedding(RotaryEmbedding):
 
 
 class MLACoreAttention(MegatronModule):
-    """softmax(q k^T * softmax_scale, causal) v in fp32 -> [s, b, h * v_channels]."""
+    """softmax(q k^T * softmax_scale, causal) v in fp32 -> [s, b, h * v_channels]; packed sequences (THD, as Miles
+    trains: q, k, v [t, h, d] with cu_seqlens) attend within their own sequence -> [t, h * v_channels]."""
 
     def __init__(self, config, layer_number, attn_mask_type, attention_type=None, softmax_scale=None, **_):
         # megatron-core's Attention builds a core attention first (no MLA head dims), MLASelfAttention then replaces it
@@ -34,7 +37,13 @@ class MLACoreAttention(MegatronModule):
 
     def forward(self, query, key, value, attention_mask, attn_mask_type=None, packed_seq_params=None, **_):
         if packed_seq_params is not None:
-            raise NotImplementedError("MLACoreAttention: packed sequences are not supported; pass [s, b] batches")
+            segments = itertools.pairwise(packed_seq_params.cu_seqlens_q.tolist())
+            parts = [self._causal(*(t[a:b, None] for t in (query, key, value))) for a, b in segments]
+            return torch.cat(parts)[:, 0]  # [t, h * v]
+        return self._causal(query, key, value)
+
+    def _causal(self, query, key, value):
+        """[s, b, h, d] each -> [s, b, h * v]."""
         q, k, v = (t.permute(1, 2, 0, 3).float() for t in (query, key, value))  # [b, h, s, d]
         s = q.shape[2]
         scores = (q @ k.transpose(-1, -2)) * self.softmax_scale

@@ -211,7 +211,8 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
 
 def _train_rollout(model, spec, tensors, tp: int, rank: int, report: dict) -> None:
     """Train/rollout parity as Miles gates RL on it: the rollout engine (the reference tier, prefill + cached
-    decode) samples responses, the Megatron model re-scores prompt + response, the responses' log-probs compared."""
+    decode) samples responses, the Megatron model re-scores prompt + response packed into one sequence (THD, as Miles
+    trains), the responses' log-probs compared."""
     import torch.distributed as dist
     from dayone.adapters.rl import rl_metrics, rollout
 
@@ -223,12 +224,20 @@ def _train_rollout(model, spec, tensors, tp: int, rank: int, report: dict) -> No
         shared = [(ro.sequences(), ro.prompts, ro.logprobs)]
     dist.broadcast_object_list(shared, src=0)
     sequences, prompts, rollout_lp = shared[0]
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    lengths = [len(seq) for seq in sequences]
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    packed = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=max(lengths),
+                             max_seqlen_kv=max(lengths))  # fmt: skip
     model.eval()
-    train_lp = []
     with torch.no_grad():
-        for seq in sequences:
-            logits = _gather_vocab(model(seq[None], position_ids=None, attention_mask=None), tp)
-            train_lp.append(F.log_softmax(logits.float(), -1)[0, :-1].gather(-1, seq[1:, None])[:, 0])
+        ids = torch.cat(sequences)[None]
+        logits = _gather_vocab(model(ids, position_ids=None, attention_mask=None, packed_seq_params=packed), tp)[0]
+    train_lp = []
+    for seq, start in zip(sequences, cu.tolist()):
+        rows = logits[start : start + len(seq) - 1]
+        train_lp.append(F.log_softmax(rows.float(), -1).gather(-1, seq[1:, None])[:, 0])
     if rank == 0:
         metrics = rl_metrics([t[len(p) - 1 :] for t, p in zip(train_lp, prompts)], rollout_lp)
         report |= {f"megatron_{name}": value for name, value in metrics.items()}
