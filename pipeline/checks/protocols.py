@@ -23,6 +23,7 @@ REGISTRY_PROTOCOLS = {
 # The module defining the quantization method for a spec's quantization format, per target.
 QUANT_METHOD_MODULES = {
     ("vllm", "mxfp4-pack-quantized"): "vllm.model_executor.layers.quantization.mxfp4",
+    ("sglang", "mxfp4-pack-quantized"): "sglang.srt.layers.quantization.mxfp4",  # its compressed-tensors MoE method
 }
 EXPERT_LEAF_PREFIXES = ("w13_", "w2_")
 

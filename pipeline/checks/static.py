@@ -24,6 +24,7 @@ from dayone.adapters.weightmap.layouts import VLLM_ROUTED_EXPERTS
 from dayone.checks.api import FileCheck, SourceTree
 from dayone.checks.protocols import REGISTRY_PROTOCOLS, check_protocols, check_quantized_names
 from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
+from dayone.checks.sglang_protocol import check_sglang_model
 from dayone.spec.schema import ModelSpec
 
 RUFF_RULES = "E,F,W,I,B,UP"
@@ -133,6 +134,8 @@ def _protocols(spec: ModelSpec, target: str, root: Path, expected: dict[str, str
         if target in REGISTRY_PROTOCOLS:
             arch = spec.hf.architecture
             problems += [str(p) for p in check_protocols(root / rel, rel, tree, target, arch)]
+        if target == "sglang":  # no Protocol class in SGLang: its registry's and runner's call sites say what it asks
+            problems += [str(p) for p in check_sglang_model(root / rel, rel, tree, spec.hf.architecture)]
         table_rel = rel.removesuffix("model.py") + "weight_table.py"
         if table_rel in expected:
             table = load_generated(root, table_rel.removesuffix(".py").replace("/", "."))

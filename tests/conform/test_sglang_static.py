@@ -1,24 +1,26 @@
-"""The static check of what SGLang's registry, loader and model runner ask of a generated model module
-(pipeline/checks/sglang_protocol.py), read from the pinned sglang source installed in the peer environment: the
-generated module passes; each planted protocol mistake is named."""
+"""`generate --check` for SGLang: what its registry, loader and model runner ask of a generated model module
+(pipeline/checks/sglang_protocol.py) and the expert parameter names its MXFP4 MoE method registers
+(pipeline/checks/protocols.py), both read from the pinned sglang release's source as --check reads it: the
+generated adapter passes; each planted mistake is named."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from dayone.adapters.targets import sglang
+from dayone.adapters.targets import common, sglang
+from dayone.adapters.weightmap import layouts
+from dayone.checks import releases
 from dayone.checks.api import SourceTree
+from dayone.checks.protocols import check_quantized_names
 from dayone.checks.sglang_protocol import check_sglang_model, release_wants
-from test_sglang_probe import PEER_PYTHON, tiny_spec
-
-SITE = next(iter(PEER_PYTHON.parent.parent.glob("lib/python3*/site-packages")), None)
+from dayone.checks.static import load_generated
+from test_sglang_probe import tiny_spec
 
 
 @pytest.fixture(scope="module")
 def tree() -> SourceTree:
-    assert SITE is not None and (SITE / "sglang").is_dir(), f"no sglang under {PEER_PYTHON.parent.parent}"
-    return SourceTree([SITE])
+    return SourceTree([releases.sources(releases.RELEASES["sglang"])])
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +78,18 @@ def _in_class(text: str, arch: str, old: str, new: str) -> str:
     head, tail = text.split(f"class {arch}", 1)
     assert old in tail, f"the planted mistake matched nothing in {arch}: {old!r}"
     return head + f"class {arch}" + tail.replace(old, new, 1)
+
+
+def test_expert_names_the_mxfp4_method_does_not_register_are_named(tree, tmp_path, monkeypatch):
+    """SGLang's Mxfp4MoEMethod registers w13_weight / w2_weight (and their scales): the generated table passes; the
+    old `weight_packed` suffix, which left the packed experts unloaded, is named."""
+    spec = tiny_spec("kimi-k3")
+    table_module = f"{common.package_name(spec, 'sglang')}.weight_table"
+    common.write_tree(tmp_path / "ok", sglang.files(spec))
+    table = load_generated(tmp_path / "ok", table_module)
+    assert check_quantized_names(table, tree, "sglang", "mxfp4-pack-quantized", "weight_table.py") == []
+    monkeypatch.setattr(layouts, "INFERENCE_MXFP4_SUFFIX", {"packed": "weight_packed", "scale": "weight_scale"})
+    common.write_tree(tmp_path / "planted", sglang.files(spec))
+    table = load_generated(tmp_path / "planted", table_module)
+    problems = check_quantized_names(table, tree, "sglang", "mxfp4-pack-quantized", "weight_table.py")
+    assert problems and "registers no parameter 'w13_weight_packed'" in problems[0], problems
