@@ -108,10 +108,6 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     ps.initialize_model_parallel(tp, 1, expert_model_parallel_size=ep, expert_tensor_parallel_size=1)
     full = load_spec(spec_name)
     spec = scaled_spec(full, "tiny", layers or covering_layers(full))
-    tensors = synthetic_checkpoint(spec, Path(folder) / "checkpoint") if rank == 0 else None
-    holder = [tensors]
-    dist.broadcast_object_list(holder, src=0)
-    tensors = holder[0]
     report: dict = {"spec": spec.name, "layers": spec.num_layers, "world_size": world, "tp": tp, "ep": ep,
                     "failures": []}  # fmt: skip
     fail = report["failures"].append
@@ -125,6 +121,10 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     except ValueError as e:  # a layout the layer specs cannot build, named
         fail(str(e).split(" when instantiating")[0])
         return _finish(report, rank, folder)
+    tensors = synthetic_checkpoint(spec, Path(folder) / "checkpoint") if rank == 0 else None
+    holder = [tensors]
+    dist.broadcast_object_list(holder, src=0)
+    tensors = holder[0]
     table = build_weight_map(spec, "megatron", mxfp4="dequantize")
     par = walk.Parallel(ps.get_tensor_model_parallel_rank(), tp, ps.get_expert_model_parallel_rank(), ep)
     state = walk.to_target(table, tensors.__getitem__, par, dtype=torch.float32)

@@ -7,7 +7,7 @@ from test_megatron_model import run_verify
 
 
 def test_mapping_to_a_parameter_the_model_lacks_is_named():
-    code, report, err = run_verify("kimi-k3", "--plant", "mapping")
+    code, report, err = run_verify("kimi-k3", "--layers", "2", "--plant", "mapping")
     assert code == 1, err
     failures = report["failures"]
     assert (
@@ -21,6 +21,6 @@ def test_mapping_to_a_parameter_the_model_lacks_is_named():
 
 
 def test_layer_kind_without_a_layer_spec_is_named():
-    code, report, err = run_verify("kimi-k3", "--plant", "layer-kind")
+    code, report, err = run_verify("kimi-k3", "--layers", "2", "--plant", "layer-kind")
     assert code == 1, err
     assert report["failures"] == ["layer 0: no Megatron layer spec for layer kind 'kda'"]
