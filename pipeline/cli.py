@@ -22,6 +22,7 @@ COMMANDS_DIR = Path(__file__).parent / "commands"
 # docstrings would cost more than the rest of the start-up).
 SUMMARIES = {
     "compile": "Compile every kernel specialisation SPEC needs, for each arch, without a GPU.",
+    "conform": "Judge the generated SGLang / vLLM adapters in the pinned frameworks themselves, at each world size.",
     "convert": "Convert checkpoints between storage formats.",
     "dashboard": "Build the dashboard from REPORTS (report files, `inspect --json` files, or folders of them).",
     "generate": "Generate SGLang / vLLM / Miles / Megatron-Bridge code for a model. Exit 1 when --check finds "

@@ -1,0 +1,46 @@
+"""Where the framework peer environments live and how an adapter is installed into one for a probe run.
+
+A peer is a venv of its own under <main venv>/peers/<framework> (made by .ci/setup.d/NN-<framework>.sh), or the
+folder named by $DAYONE_PEERS. dayone is not installed there: the adapter is built into a wheel here and installed
+with `pip install --target` into a temporary folder the probe puts on its path, as a user's install would be found.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROBES = Path(__file__).resolve().parent / "probes"
+
+
+def peers_root() -> Path:
+    return Path(os.environ.get("DAYONE_PEERS") or Path(sys.prefix) / "peers")
+
+
+def peer_python(framework: str) -> Path | None:
+    """The peer venv's python, or None when the peer is not installed."""
+    path = peers_root() / framework / "bin" / "python"
+    return path if path.is_file() else None
+
+
+def probe_script(framework: str) -> Path:
+    return PROBES / f"{framework}_probe.py"
+
+
+def install_adapter(source: Path, python: Path, site: Path, scratch: Path) -> None:
+    """Build the adapter folder (its pyproject.toml) into a wheel and install it into `site` with the peer's pip."""
+    wheels = scratch / "wheel"
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+          str(source)], f"building a wheel of {source}")  # fmt: skip
+    built = sorted(wheels.glob("*.whl"))
+    _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site), *map(str, built)],
+         f"installing {built[0].name} into the peer")  # fmt: skip
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if "is ignored" not in ln and ln.strip()]
+        raise RuntimeError(f"{what} failed: {(lines or ['exit ' + str(proc.returncode)])[-1]}")

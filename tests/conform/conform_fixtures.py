@@ -1,0 +1,42 @@
+"""Helpers for the conformance tests: a shipped spec at tiny scale written as a release-format checkpoint (the
+synth code), its vLLM adapter generated, and planted mistakes made by editing the generated files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dayone.adapters.targets import common, vllm
+from dayone.spec.registry import load_spec, spec_to_dict
+from dayone.spec.schema import ModelSpec
+from dayone.synth.scale import scaled_spec
+from dayone.synth.write import write_synthetic
+
+# 4 layers keep every layer kind of both shipped specs (KDA, MLA, the dense prefix and MoE).
+LAYERS = 4
+
+
+def tiny(name: str, layers: int = LAYERS):
+    """The spec at synth's tiny scale, its routed experts 64 wide: one 32-element MXFP4 scale block per rank at
+    world size 2 (vLLM pads a narrower rank to the block, a layout no checkpoint reading has)."""
+    spec = scaled_spec(load_spec(name), "tiny", layers)
+    data = spec_to_dict(spec)
+    data["moe"]["expert_intermediate_size"] = 64
+    data["moe"]["shared_intermediate_size"] = 64 * spec.moe.num_shared_experts
+    return ModelSpec.model_validate(data)
+
+
+def prepare(root: Path, spec) -> tuple[Path, Path]:
+    """(checkpoint folder, generated vLLM adapter folder) of `spec` under root."""
+    checkpoint = root / "checkpoint"
+    write_synthetic(spec, checkpoint, seed=0, num_shards=2)
+    adapter = root / "generated" / "vllm"
+    common.write_tree(adapter, vllm.files(spec))
+    return checkpoint, adapter
+
+
+def plant(adapter: Path, file: str, old: str, new: str, count: int = 1) -> None:
+    """Replace `old` by `new` in a generated file of the adapter (each planted mistake is one such edit)."""
+    (path,) = adapter.glob(f"*/{file}")
+    text = path.read_text()
+    assert text.count(old) >= count, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new))

@@ -1,0 +1,99 @@
+"""Every spec field is honoured by the vLLM target or refused by generate with one line naming the field, its value
+and the target. A matrix of variants of the tiny K3 through `generate`; the honoured ones together through vLLM
+itself (one probe run at world size 1)."""
+
+from __future__ import annotations
+
+import pytest
+from conform_fixtures import prepare, tiny
+from dayone.adapters.targets import vllm
+from dayone.conform.driver import conform_target
+from dayone.errors import InputError
+from dayone.spec.registry import spec_to_dict
+from dayone.spec.schema import ModelSpec
+
+
+def variant(updates: dict) -> ModelSpec:
+    data = spec_to_dict(tiny("kimi-k3"))
+
+    def merge(d: dict, u: dict) -> None:
+        for k, v in u.items():
+            if isinstance(v, dict) and isinstance(d.get(k), dict):
+                merge(d[k], v)
+            else:
+                d[k] = v
+
+    merge(data, updates)
+    return ModelSpec.model_validate(data)
+
+
+def model_source(spec: ModelSpec) -> str:
+    return next(text for path, text in vllm.files(spec).items() if path.endswith("/model.py"))
+
+
+# variant -> (spec updates, text the generated model.py has, text it must not have)
+HONOURED = {
+    "softmax router": (
+        {"moe": {"router": {"activation": "softmax"}}},
+        'scoring_func="softmax"',
+        'scoring_func="sigmoid"',
+    ),
+    "group-limited router": (
+        {"moe": {"router": {"num_groups": 2, "topk_groups": 1}}},
+        "use_grouped_topk=True,\n            num_expert_group=2,\n            topk_group=1,",
+        None,
+    ),
+    "no correction bias": ({"moe": {"router": {"correction_bias": False}}}, "class Router", "e_score_correction_bias"),
+    "gate bound": ({"kda": {"gate": {"lower_bound": -3.0}}}, '"gate_lower_bound": -3.0', None),
+    "no q LoRA": ({"mla": {"q_lora_rank": None}}, "self.q_proj = ColumnParallelLinear(", "q_a_layernorm"),
+    "no output gate": ({"mla": {"output_gate": False}}, "class LatentAttention", "self.g_proj = ColumnParallelLinear"),
+    "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": (0, 1)', None),
+}
+REFUSED = {
+    "RoPE MLA": ({"mla": {"nope": False}}, "mla.nope = false is not supported by target vllm"),
+    "gate bound below vLLM's range": (
+        {"kda": {"gate": {"lower_bound": -8.0}}},
+        "kda.gate.lower_bound = -8.0 is not supported by target vllm",
+    ),
+    "gate rank other than head_dim": (
+        {"kda": {"gate": {"rank": 32}}},
+        "kda.gate.rank = 32 is not supported by target vllm",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", HONOURED)
+def test_honoured_fields_show_in_the_generated_model(name):
+    updates, present, absent = HONOURED[name]
+    files = vllm.files(variant(updates))
+    text = (
+        next(t for p, t in files.items() if p.endswith("/model.py"))
+        + files[next(p for p in files if p.endswith("weight_table.py"))]
+    )
+    assert present in text
+    assert absent is None or absent not in text
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_unsupported_fields_are_refused_in_one_line(name):
+    updates, message = REFUSED[name]
+    with pytest.raises(InputError) as caught:
+        vllm.files(variant(updates))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_honoured_variants_together_conform_in_vllm(tmp_path):
+    combined: dict = {}
+    for updates, _, _ in HONOURED.values():
+        for key, value in updates.items():
+            combined.setdefault(key, {})
+            for k, v in value.items():
+                if isinstance(v, dict):
+                    combined[key].setdefault(k, {}).update(v)
+                else:
+                    combined[key][k] = v
+    spec = variant(combined)
+    checkpoint, adapter = prepare(tmp_path, spec)
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,))["runs"]
+    for level in ("discovered", "accepted", "built", "loaded"):
+        assert run["levels"][level]["status"] == "pass", f"{level}: {run['levels'][level]['detail']}"
