@@ -26,8 +26,7 @@ from operator import itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dayone import untrusted_json
-from dayone.checkpoint.safetensors_header import read_header, read_header_bytes
+from dayone.checkpoint.safetensors_header import check_metadata, read_header, read_header_bytes
 from dayone.errors import InputError
 
 if TYPE_CHECKING:
@@ -107,7 +106,7 @@ def parse_shard(path: Path, file: str) -> ParsedShard | None:
     if type(header) is not dict:
         return None
     try:
-        untrusted_json.check_values(header.pop("__metadata__", None), str(path))
+        check_metadata(header.pop("__metadata__", None), path)
     except InputError:
         return None
     if not header:

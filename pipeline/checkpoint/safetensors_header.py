@@ -91,6 +91,16 @@ def read_header_bytes(path: Path) -> tuple[bytes, int, int]:
     return raw, 8 + length, file_size
 
 
+def check_metadata(metadata: object, path: Path) -> dict[str, str]:
+    """__metadata__ as the format defines it, and as the safetensors library that loads the tensors insists on:
+    strings to strings (a nested object passed every check here and then failed in safe_open)."""
+    if metadata is None:
+        return {}
+    if type(metadata) is not dict or not all(type(k) is str and type(v) is str for k, v in metadata.items()):
+        raise InputError(f"{path}: header __metadata__ must map strings to strings")
+    return metadata
+
+
 def read_header(path: Path) -> ShardHeader:
     """Parse and check one .safetensors header; InputError with the file name on anything wrong."""
     raw, data_start, file_size = read_header_bytes(path)
@@ -98,8 +108,7 @@ def read_header(path: Path) -> ShardHeader:
     header = untrusted_json.loads(raw, f"{path}: header", values_checked=True)
     if not isinstance(header, dict):
         raise InputError(f"{path}: header is not a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
-    untrusted_json.check_values(metadata, f"{path}: header __metadata__")
+    metadata = check_metadata(header.pop("__metadata__", None), path)
     by_dtype = _check_entries(path, header, data_start, file_size)
     return ShardHeader(path, header, metadata, data_start, file_size, by_dtype)
 

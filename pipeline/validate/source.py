@@ -23,13 +23,17 @@ class ShardReader:
         self._open: dict[str, object] = {}
 
     def __call__(self, name: str) -> torch.Tensor:
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         info = self.checkpoint.tensors.get(name)
         if info is None:
             raise KeyError(name)
         if info.file not in self._open:
-            self._open[info.file] = safe_open(self.checkpoint.root / info.file, framework="pt")
+            path = self.checkpoint.root / info.file
+            try:
+                self._open[info.file] = safe_open(path, framework="pt")
+            except (SafetensorError, OSError) as err:  # the library refused what the header check let through
+                raise InputError(f"{path}: {str(err).splitlines()[0]}") from None
         return self._open[info.file].get_tensor(name)  # type: ignore[attr-defined]
 
     def release(self) -> None:

@@ -60,3 +60,15 @@ def test_a_shape_that_multiplies_a_string_is_bad_input(tiny, tmp_path):
     result = CliRunner().invoke(cli, ["inspect", str(root)])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None)
     assert len(result.stderr.strip().splitlines()) == 1 and "model.norm.weight" in result.stderr
+
+
+def test_metadata_that_is_not_strings_is_bad_input_for_every_reader(tiny, tmp_path):
+    # {"__metadata__": {"x": {...}}} passed the header check; safetensors' safe_open then raised SafetensorError
+    root = tmp_path / "ckpt"
+    shutil.copytree(tiny, root)
+    shard = next(root.glob("*.safetensors"))
+    _edit_header(shard, lambda h: h.update(__metadata__={"x": {"format": "pt"}}))
+    for args in (["inspect", str(root)], ["golden", str(root), "--tokens", "1,2", "-o", str(tmp_path / "g.pt")]):
+        result = CliRunner().invoke(cli, [*args, "--device", "cpu"] if args[0] == "golden" else args)
+        assert result.exit_code == 2 and isinstance(result.exception, SystemExit | None), (args, result.exception)
+        assert len(result.stderr.strip().splitlines()) == 1 and "__metadata__" in result.stderr
