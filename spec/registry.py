@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from dayone import untrusted_json
 from dayone.errors import InputError
-from dayone.spec.schema import ModelSpec
-from pydantic import ValidationError
+
+if TYPE_CHECKING:  # pydantic and the schema are imported where a spec is validated: `spec list` needs neither
+    from dayone.spec.schema import ModelSpec
+    from pydantic import ValidationError
 
 MODELS_DIR = Path(__file__).parent / "models"
 # libyaml's parser when PyYAML was built with it: the pure-Python one takes 40x longer on a K3 spec.
@@ -19,6 +22,23 @@ SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def list_specs() -> list[str]:
     """Names of the shipped specs."""
     return sorted(p.stem for p in MODELS_DIR.glob("*.yaml"))
+
+
+def shipped_summaries() -> list[dict]:
+    """Name, architecture and layer count of every shipped spec, read from its YAML without validating it: the
+    shipped specs are validated by the tests and by every command that loads one. A file without these fields is
+    loaded in full, so that what is wrong is reported as for any spec."""
+    rows = []
+    for name in list_specs():
+        data = yaml.load((MODELS_DIR / f"{name}.yaml").read_text(), Loader=SafeLoader)
+        hf = data.get("hf") if isinstance(data, dict) else None
+        architecture = hf.get("architecture") if isinstance(hf, dict) else None
+        layers = data.get("num_layers") if isinstance(data, dict) else None
+        if not (isinstance(architecture, str) and type(layers) is int):
+            spec = load_spec(name)
+            architecture, layers = spec.hf.architecture, spec.num_layers
+        rows.append({"name": name, "architecture": architecture, "num_layers": layers})
+    return rows
 
 
 def validation_message(err: ValidationError, where: str) -> str:
@@ -32,6 +52,9 @@ def validation_message(err: ValidationError, where: str) -> str:
 def parse_spec(data: object, where: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise InputError(f"{where}: a spec must be a mapping of fields")
+    from dayone.spec.schema import ModelSpec
+    from pydantic import ValidationError
+
     try:
         return ModelSpec.model_validate(data)
     except ValidationError as err:
@@ -71,4 +94,6 @@ def spec_to_yaml(spec: ModelSpec) -> str:
 
 def json_schema() -> dict:
     """The JSON schema editors use to check spec files (spec/schema.json is this, written out)."""
+    from dayone.spec.schema import ModelSpec
+
     return ModelSpec.model_json_schema()

@@ -24,13 +24,10 @@ def spec() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_cmd(as_json: bool) -> None:
     """List the shipped specs."""
-    from dayone.spec.registry import list_specs, load_spec
+    from dayone.spec.registry import shipped_summaries
     from rich.table import Table
 
-    rows = []
-    for name in list_specs():
-        s = load_spec(name)
-        rows.append({"name": name, "architecture": s.hf.architecture, "num_layers": s.num_layers})
+    rows = shipped_summaries()
     if as_json:
         emit_json(rows)
         return

@@ -13,6 +13,16 @@ def test_spec_list():
     assert {row["name"] for row in json.loads(result.out)} >= {"kimi-k3", "kimi-linear-48b-a3b"}
 
 
+def test_spec_list_reads_what_validation_reads():
+    """`spec list` reads three fields from the YAML without pydantic: they are the validated spec's."""
+    from dayone.spec.registry import list_specs, load_spec, shipped_summaries
+
+    validated = [load_spec(name) for name in list_specs()]
+    assert shipped_summaries() == [
+        {"name": s.name, "architecture": s.hf.architecture, "num_layers": s.num_layers} for s in validated
+    ]
+
+
 def test_spec_show_json_has_the_layer_table_and_params():
     result = integrate("spec", "show", "kimi-k3", "--json")
     assert result.code == 0, result.err
