@@ -1,18 +1,16 @@
-"""SGLang 0.5.23 is the judge of the generated SGLang adapters: the probe (pipeline/conform/probes/sglang_probe.py)
-runs in SGLang's own environment (.venv/peers/sglang) and reports discovered / accepted / built / forward; loaded
-is judged here from its dumps against dayone's reference reading of the checkpoint.
-
-The reference is the weight map walked over the checkpoint for one tensor-parallel rank (`walk.to_target`), each
-tensor in the dtype of the parameter SGLang built (bitwise: a load is a copy and a cast); derived tensors (absorbed
-MLA, fp32 router bias, attention-residual weights) must equal `walk.derive` of that reference after the load, and of
-the reference of the doubled checkpoint after the probe's second load (a weight update). SGLang's MXFP4 MoE method
-also registers zero expert biases the checkpoint does not have: they must stay zero and nothing may write them.
+"""SGLang 0.5.23 is the judge of the generated SGLang adapters. The probe (pipeline/conform/probes/sglang_probe.py)
+runs in SGLang's own environment (.venv/peers/sglang) and reports discovered / accepted / built / forward and dumps
+what SGLang's load_weights left; loaded is judged by the conformance driver's judge (pipeline/conform/judge.py):
+every parameter bitwise equal to the weight map walked over the checkpoint for that rank, each weight loader
+called once per tensor and (SGLang's probe counts them) each element written once, every checkpoint tensor
+consumed, derived tensors (absorbed MLA, fp32 router bias, attention-residual weights) equal to their recomputation
+after the load and after a second load with every floating-point tensor doubled.
 Both shipped specs at tiny widths (expert intermediate 64, so MXFP4 scale groups split over two ranks) and their
-first five layers (KDA, MLA, dense and MoE layers).
-
-Every probe run of the SGLang tests (each spec at world size 1 and 2, the planted mistakes, the combined spec
-variant) is one job of a single probe batch, run once per session: SGLang is imported once and every job's ranks
-are forked from that process (the import is most of a probe run's time).
+first five layers (KDA, MLA, dense and MoE layers). kimi-linear goes the whole way users take, through
+`conform_target` (wheel built, pip-installed into the peer, one probe per world size); kimi-k3 at world size 1 and 2,
+the planted mistakes and the combined spec variant are the jobs of a single probe batch run once per session (SGLang
+imported once, every job's ranks forked from that process: the import is most of a probe run's time), their
+adapters installed from their wheels the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +24,11 @@ from pathlib import Path
 import pytest
 import torch
 from dayone.adapters.targets import common, sglang
-from dayone.adapters.weightmap import build_weight_map, walk
+from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
 from dayone.checks.releases import RELEASES
+from dayone.conform import judge as conform_judge
+from dayone.conform import peers
+from dayone.conform.driver import conform_target
 from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 from dayone.synth.scale import SCALES, scaled_spec
@@ -37,17 +38,14 @@ from safetensors.torch import load_file
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv" / "peers" / "sglang" / "bin" / "python"
 PROBE = ROOT / "pipeline" / "conform" / "probes" / "sglang_probe.py"
-FRAMEWORK_OWNED = ("experts.w13_weight_bias", "experts.w2_weight_bias")  # Mxfp4MoEMethod's zero biases
 
 
 def generate(spec: ModelSpec, root: Path) -> Path:
-    """The generated SGLang package under root/gen, and an install folder root/site holding it (what
-    `pip install --target` of its wheel lays out: the package folder)."""
+    """The generated SGLang adapter under root/gen, built into a wheel and pip-installed into root/site with the
+    peer's pip, as the conformance driver does."""
     common.write_tree(root / "gen", sglang.files(spec))
-    site = root / "site"
-    package = common.package_name(spec, "sglang")
-    shutil.copytree(root / "gen" / package, site / package)
-    return site
+    peers.install_adapter(root / "gen", PEER_PYTHON, root / "site", root)
+    return root / "site"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +61,7 @@ class Run:
     case: Case
     out: Path
     levels: dict
+    driven: bool = False  # by conform_target: "loaded" filled by the driver's judge
 
 
 def probe_batch(cases: dict[str, Case], root: Path) -> dict[str, Run]:
@@ -92,77 +91,14 @@ def checkpoint_tensors(checkpoint: Path) -> dict[str, torch.Tensor]:
 
 
 def judge(spec: ModelSpec, checkpoint: Path, out: Path, world: int) -> list[str]:
-    """Problems with the load SGLang did, one line each naming the parameter or tensor; [] when every parameter
-    equals its reference shard bitwise and was written exactly once, every checkpoint tensor was consumed, and the
-    derived tensors equal their recomputation after the load and after the second load (doubled checkpoint)."""
-    table = build_weight_map(spec, "inference", mxfp4="packed")
-    source = checkpoint_tensors(checkpoint)
-    passthrough = spec.passthrough.prefixes if spec.passthrough else ()
-    problems: list[str] = []
-    for rank in range(world):
-        dumped = load_file(out / f"rank{rank}.safetensors")
-        writes = json.loads((out / f"rank{rank}.writes.json").read_text())
-        par = walk.Parallel(tp_rank=rank, tp_size=world)
-        reference = walk.to_target(table, source.__getitem__, par)
-        problems += _compare(rank, dumped, writes, reference, passthrough)
-        problems += _derived(rank, table, reference, load_file(out / f"rank{rank}.derived.safetensors"), "load")
-        doubled = walk.to_target(table, lambda n: _double(source[n]), par)
-        problems += _derived(rank, table, doubled, load_file(out / f"rank{rank}.derived2.safetensors"), "update")
-        unconsumed = sorted(n for n in set(source) - set(writes["streamed"]) if not n.startswith(passthrough))
-        problems += [f"rank {rank}: {name}: checkpoint tensor not consumed" for name in unconsumed]
-    return problems
+    """The driver's judge of every rank's dump: one line per problem, naming the tensor; [] when loaded right."""
+    table = build_weight_map(spec, TARGET_LAYOUT["sglang"], mxfp4="packed")
+    tensors = checkpoint_tensors(checkpoint)
+    return [p for rank in range(world) for p in conform_judge.judge_rank(table, tensors, rank, world, out)]
 
 
-def _double(tensor: torch.Tensor) -> torch.Tensor:
-    """The probe's second load: every floating-point checkpoint tensor doubled (MXFP4 codes and scales kept)."""
-    return tensor * 2 if tensor.is_floating_point() else tensor
-
-
-def _compare(rank: int, dumped: dict, writes: dict, reference: dict, passthrough: tuple[str, ...]) -> list[str]:
-    problems = []
-    params = writes["params"]
-    for name, ref in sorted(reference.items()):
-        if name.startswith(passthrough):
-            continue  # vision tower and projector: a text-only adapter holds none of them
-        if name not in dumped:
-            problems.append(f"rank {rank}: {name}: no such parameter in the model SGLang built")
-            continue
-        got = dumped[name]
-        if got.shape != ref.shape and got.squeeze().shape != ref.squeeze().shape:
-            problems.append(f"rank {rank}: {name}: shape {list(got.shape)}, reference shard {list(ref.shape)}")
-            continue
-        if not torch.equal(got.reshape(ref.shape), ref.to(got.dtype)):
-            problems.append(f"rank {rank}: {name}: differs from the reference shard")
-        count = params.get(name, {})
-        if count.get("numel") and not count["min"] == count["max"] == 1:
-            problems.append(f"rank {rank}: {name}: written {count['min']}..{count['max']} times per element, not once")
-    for name, count in sorted(params.items()):
-        if name in reference:
-            continue
-        if name.endswith(FRAMEWORK_OWNED):
-            if count["max"] or bool(dumped[name].any()):
-                problems.append(f"rank {rank}: {name}: framework-owned zero bias was written")
-        else:
-            problems.append(f"rank {rank}: {name}: parameter not in the weight map, written {count['max']} times")
-    return problems
-
-
-def _derived(rank: int, table, reference: dict, derived: dict, when: str) -> list[str]:
-    """Each derived tensor of the map this rank holds equals walk.derive of its reference inputs."""
-    problems = []
-    for name, d, inputs in walk.derived_rows(table):
-        if not all(i in reference for i in inputs):
-            continue  # a layer this rank does not hold
-        if name not in derived:
-            problems.append(f"rank {rank}: {name}: derived tensor missing after the {when}")
-            continue
-        want = walk.derive(d.kind, [reference[i] for i in inputs], d.dims)
-        got = derived[name]
-        if got.shape != want.shape or not torch.equal(got, want.to(got.dtype)):
-            problems.append(f"rank {rank}: {name}: derived tensor stale or wrong after the {when}")
-    return problems
-
-
+# The spec that takes the driver's whole way (conform_target); the other runs are jobs of one probe batch.
+DRIVEN = "kimi-linear-48b-a3b"
 SPECS = ("kimi-k3", "kimi-linear-48b-a3b")
 WORLDS = (1, 2)
 LAYERS = 5
@@ -267,8 +203,9 @@ def sglang_batch(tmp_path_factory) -> dict[str, Run]:
         site = generate(spec, root / name)
         for world in WORLDS:
             cases[f"{name}-ws{world}"] = Case(spec, root / name / "checkpoint", site, world)
+    driven = {key: cases.pop(key) for key in [f"{DRIVEN}-ws{world}" for world in WORLDS]}
     for key, (name, world, edit) in PLANTED.items():
-        base = cases[f"{name}-ws{world}"]
+        base = cases.get(f"{name}-ws{world}") or driven[f"{name}-ws{world}"]
         planted = root / key / "site"
         shutil.copytree(base.site, planted)
         edit(planted / common.package_name(base.spec, "sglang"))
@@ -277,6 +214,11 @@ def sglang_batch(tmp_path_factory) -> dict[str, Run]:
     write_synthetic(spec, root / "variants" / "checkpoint", seed=7, num_shards=1)
     cases["variants"] = Case(spec, root / "variants" / "checkpoint", generate(spec, root / "variants"), 1)
     _BATCH.update(probe_batch(cases, root / "runs"))
+    spec, checkpoint = tiny_spec(DRIVEN), root / DRIVEN / "checkpoint"
+    report = conform_target("sglang", root / DRIVEN / "gen", checkpoint, spec, WORLDS, keep=root / "driven")
+    for run in report["runs"]:
+        key = f"{DRIVEN}-ws{run['world_size']}"
+        _BATCH[key] = Run(driven[key], root / "driven" / f"sglang-ws{run['world_size']}", run, driven=True)
     return _BATCH
 
 
@@ -293,7 +235,11 @@ def test_levels_a_to_c_pass_and_forward_says_why_not(probed, name, world):
     assert levels["world_size"] == world
     for level in ("discovered", "accepted", "built"):
         assert levels["levels"][level]["status"] == "pass", (level, levels["levels"][level])
-    assert levels["levels"]["loaded"]["status"] == "not run"  # the probe dumps; the judge is below
+    loaded = levels["levels"]["loaded"]
+    if probed[f"{name}-ws{world}"].driven:
+        assert loaded["status"] == "pass", (loaded, levels.get("problems"))
+    else:
+        assert loaded["status"] == "not run"  # the probe dumps; the judge is below
     forward = levels["levels"]["forward"]
     assert forward["status"] == "not run" and "CUDA" in forward["detail"]
     facts = levels["facts"]
@@ -317,7 +263,7 @@ def test_derived_tensors_follow_a_weight_update(probed, name):
     """The second load changed every derived tensor of the map (absorbed MLA, fp32 router bias where the spec has
     one, attention-residual weights), so the judge's check after the update compares new values, not stale ones."""
     run = probed[f"{name}-ws1"]
-    table = build_weight_map(run.case.spec, "inference", mxfp4="packed")
+    table = build_weight_map(run.case.spec, TARGET_LAYOUT["sglang"], mxfp4="packed")
     first = load_file(run.out / "rank0.derived.safetensors")
     second = load_file(run.out / "rank0.derived2.safetensors")
     names = [n for n, _, _ in walk.derived_rows(table)]
@@ -331,10 +277,8 @@ def test_planted_wrong_shard_dimension(probed):
     run = probed["wrong-shard-dimension"]
     assert run.levels["levels"]["built"]["status"] == "pass"
     problems = judge(run.case.spec, run.case.checkpoint, run.out, 2)
-    assert (
-        "rank 0: language_model.model.layers.0.self_attn.f_b_proj.weight: shape [32, 8], reference shard [16, 16]"
-        in problems
-    )
+    name = "language_model.model.layers.0.self_attn.f_b_proj.weight"
+    assert f"{name}: shape (32, 8) on rank 0, the map gives (16, 16)" in problems, problems
 
 
 def test_planted_dropped_tensor(probed):
@@ -369,9 +313,7 @@ def test_planted_derived_tensors_stale_after_a_weight_update(probed):
     after the update, and the judge names each one."""
     run = probed["stale-after-update"]
     problems = judge(run.case.spec, run.case.checkpoint, run.out, 1)
-    assert problems and all(p.endswith("derived tensor stale or wrong after the update") for p in problems), problems
-    assert "rank 0: model.layers.3.self_attn.w_kc: derived tensor stale or wrong after the update" in problems
-    assert (
-        "rank 0: model.layers.1.block_sparse_moe.gate.e_score_correction_bias_fp32: derived tensor stale or wrong after the update"
-        in problems
-    )
+    after = "derived tensor differs from its recomputation (after a weight update)"
+    assert problems and all(p.endswith(after) for p in problems), problems
+    assert f"model.layers.3.self_attn.w_kc: {after}" in problems
+    assert f"model.layers.1.block_sparse_moe.gate.e_score_correction_bias_fp32: {after}" in problems
