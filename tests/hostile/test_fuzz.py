@@ -28,6 +28,8 @@ SECONDS_PER_EXAMPLE = 30
 PEAK_RSS_GB = 6
 # Examples per command: what the ~2-3 minutes of CI this file may take allow (see the closing report of issue 14).
 EXAMPLES = {"inspect": 800, "spec-derive": 800, "prune": 200, "generate": 40, "golden": 60, "validate": 16}
+# inspect again on a two-shard copy: the parallel header scan (worker processes) and an index naming two files
+TWO_SHARD_EXAMPLES = 120
 
 SCALARS = st.one_of(
     st.none(),
@@ -51,8 +53,8 @@ RAW_TEXTS = st.sampled_from(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    """Kimi Linear at tiny width, 4 layers, one shard with an index: 151 tensors, 0.6 MB. (One shard: inspect reads
-    it in-process; with more, each failing example waits on header_scan's worker processes.)"""
+    """Kimi Linear at tiny width, 4 layers, one shard with an index: 151 tensors, 0.6 MB (one shard: inspect reads it
+    in-process, the cheapest example; the two-shard fixture below covers the worker processes)."""
     out = tmp_path_factory.mktemp("fuzz") / "tiny"
     result = CliRunner().invoke(
         cli, ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", str(out)]
@@ -143,10 +145,26 @@ def check_contract(command: str, root: Path, what: str) -> None:
     assert elapsed < SECONDS_PER_EXAMPLE, context
 
 
+@pytest.fixture(scope="module")
+def tiny_two_shards(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fuzz2") / "tiny"
+    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "4", "--shards", "2", "-o", str(out)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    return out
+
+
 @pytest.mark.parametrize("command", EXAMPLES)
 def test_reading_commands_survive_any_mutation(tiny, command):
+    fuzz(tiny, command, EXAMPLES[command])
+
+
+def test_inspect_of_two_shards_survives_any_mutation(tiny_two_shards):
+    fuzz(tiny_two_shards, "inspect", TWO_SHARD_EXAMPLES)
+
+
+def fuzz(tiny: Path, command: str, examples: int) -> None:
     @settings(
-        max_examples=EXAMPLES[command],
+        max_examples=examples,
         deadline=None,
         derandomize=True,
         database=None,
@@ -163,6 +181,6 @@ def test_reading_commands_survive_any_mutation(tiny, command):
 
     ran: list[int] = []
     run_one()
-    assert len(ran) >= EXAMPLES[command], f"hypothesis ran {len(ran)} examples"
+    assert len(ran) >= examples, f"hypothesis ran {len(ran)} examples"
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     assert peak_gb < PEAK_RSS_GB
