@@ -1,4 +1,5 @@
-"""Run the Megatron checks (`verify.py`) for a spec in the megatron peer environment, from the main one.
+"""Run the Megatron checks for a spec in the megatron peer environment, from the main one: the model (`verify.py`,
+once per spec) and what a target generated for it does there (`check_miles.py`, `check_bridge.py`).
 
 The peer is .venv/peers/megatron (`.ci/setup.d/30-megatron.sh`), or DAYONE_MEGATRON_PEER. Where it is missing the
 result says "not run" and why; nothing is reported as passing that did not run.
@@ -31,28 +32,38 @@ def megatron_checks(spec: ModelSpec, timeout: int = 900) -> dict:
     weight map, a synthetic checkpoint's round trip and the reference tier's log-probs (see verify.py)."""
     key = json.dumps(spec_to_dict(spec), sort_keys=True)
     if key not in _DONE:
-        _DONE[key] = _run(spec, timeout)
+        _DONE[key] = _run(spec, timeout=timeout)
     return _DONE[key]
 
 
-def _run(spec: ModelSpec, timeout: int = 900) -> dict:
+ADAPTER_CHECKS = {
+    "miles": "dayone.adapters.megatron.check_miles",
+    "megatron-bridge": "dayone.adapters.megatron.check_bridge",
+}
+
+
+def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
+    """The generated Miles package (arguments, --spec plugin, weight sync) or Megatron-Bridge package (provider,
+    mapping registry) run against megatron-core / megatron-bridge for `spec` at tiny scale."""
+    return _run(spec, ADAPTER_CHECKS[target], timeout, out_dir=True)
+
+
+def _run(spec: ModelSpec, module: str = "dayone.adapters.megatron.verify", timeout: int = 900, out_dir=False) -> dict:
     peer = peer_path()
     if not (peer / RELEASE).is_dir():
-        return {
-            "status": "not run",
-            "why": f"megatron-core 0.16.1 is not installed in {peer} (.ci/setup.d/30-megatron.sh)",
-        }
+        why = f"megatron-core 0.16.1 is not installed in {peer} (.ci/setup.d/30-megatron.sh)"
+        return {"status": "not run", "why": why, "failures": []}
     with tempfile.TemporaryDirectory(prefix="dayone-megatron-") as folder:
         spec_file = Path(folder) / f"{spec.name}.json"
         spec_file.write_text(json.dumps(spec_to_dict(spec)))
         env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
+        args = [str(spec_file), *([str(Path(folder) / "work")] if out_dir else [])]
         proc = subprocess.run(
-            [sys.executable, "-m", "dayone.adapters.megatron.verify", str(spec_file)],
-            capture_output=True, text=True, env=env, timeout=timeout, check=False,
-        )  # fmt: skip
+            [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
     start = proc.stdout.find("{")
     if start < 0:
-        return {"status": "fail", "failures": [f"the Megatron checks did not run: {proc.stderr.strip()[-500:]}"]}
+        return {"status": "fail", "failures": [f"{module} did not run: {proc.stderr.strip()[-500:]}"]}
     report = json.loads(proc.stdout[start:])
     report["status"] = "pass" if not report["failures"] and proc.returncode == 0 else "fail"
     return report

@@ -24,7 +24,7 @@ RELEASE = "0.3.1"
 def provider(spec: ModelSpec) -> list[tuple[str, object]]:
     """MLAModelProvider fields: the spec's TransformerConfig fields (`dayone.adapters.megatron.config`, the ones the
     model is built with) and GPTModelProvider's vocabulary and embedding fields."""
-    fields = [(name, value) for name, value in model_fields(spec).items() if value is not None]
+    fields = list(model_fields(spec).items())  # None values too: q_lora_rank=None means no q LoRA (default 512)
     return fields + [
         ("vocab_size", spec.vocab_size),
         ("should_pad_vocab", False),  # the embedding and output layer hold exactly the checkpoint's rows

@@ -4,7 +4,8 @@ Per target: every Python file byte-compiles; ruff check and ruff format --check 
 the framework exists in the pinned release and every keyword passed to it is in its signature (api.py); the weight
 table the code walks passes the table checks (coverage, shapes, splits, part order, derived tensors); and
 regenerating gives the same bytes. Miles and Megatron-Bridge: where the megatron peer is installed, the model those
-adapters build, run by megatron-core on the CPU (`dayone.adapters.megatron.peer`; "not run" and why where it is not).
+adapters build, run by megatron-core on the CPU, and the generated package used as the framework uses it
+(`dayone.adapters.megatron.peer`; "not run" and why where the peer is not installed).
 """
 
 from __future__ import annotations
@@ -78,10 +79,10 @@ def check_target(
     result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
     result.problems["protocols"] = _protocols(spec, target, root, expected, tree)
     if target in ("miles", "megatron-bridge"):
-        from dayone.adapters.megatron.peer import megatron_checks
+        from dayone.adapters.megatron.peer import adapter_checks, megatron_checks
 
-        result.megatron = megatron_checks(spec)
-        result.problems["megatron"] = list(result.megatron.get("failures", []))
+        result.megatron = {"model": megatron_checks(spec), "adapter": adapter_checks(spec, target)}
+        result.problems["megatron"] = [f for r in result.megatron.values() for f in r.get("failures", [])]
     again = regenerate()
     result.problems["deterministic"] = [
         f"{rel}: differs when regenerated" for rel in expected if again.get(rel) != expected[rel]

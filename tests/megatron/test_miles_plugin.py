@@ -1,4 +1,4 @@
-"""The generated Miles package used as Miles uses it, in the megatron peer (`miles_worker.py`): its arguments are all
+"""The generated Miles package used as Miles uses it, in the megatron peer (`dayone.adapters.megatron.check_miles`): its arguments are all
 megatron-core config fields or Megatron-LM flags Miles passes, its `--spec` plugin builds megatron-core's GPTModel,
 and the weight-sync converter fed that model's parameters gives back the release's names and bytes. The dispatch
 patch is pinned to a Miles commit and file blob."""
@@ -22,7 +22,7 @@ def run_worker(tmp_path, *args: str) -> dict:
     assert (PEER / "megatron_core-0.16.1.dist-info").is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, str(HERE / "miles_worker.py"), *args[:2], str(tmp_path), *args[2:]],
+        [sys.executable, "-m", "dayone.adapters.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)
@@ -31,14 +31,14 @@ def run_worker(tmp_path, *args: str) -> dict:
 
 
 def test_miles_package_builds_the_model_and_syncs_release_weights(tmp_path):
-    report = run_worker(tmp_path, "kimi-k3", "5")
+    report = run_worker(tmp_path, "kimi-k3")
     print(report)
     assert report["failures"] == []
     assert report["arguments"] > 20 and report["synced_tensors"] > 100
 
 
 def test_an_argument_megatron_does_not_accept_is_named(tmp_path):
-    report = run_worker(tmp_path, "kimi-k3", "5", "--plant-argument", "kda-gate")
+    report = run_worker(tmp_path, "kimi-k3", "--layers", "2", "--plant-argument", "kda-gate")
     assert report["failures"] == [
         "--kda-gate is neither a megatron-core TransformerConfig field nor a Megatron-LM flag"
     ]

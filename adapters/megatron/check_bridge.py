@@ -1,7 +1,7 @@
 """Run in the megatron peer (one gloo rank): the generated Megatron-Bridge package for a spec, as far as
 megatron-bridge 0.3.1 runs without TransformerEngine.
 
-    python bridge_worker.py SPEC LAYERS OUT_DIR
+    python -m dayone.adapters.megatron.check_bridge SPEC|FILE OUT_DIR [--layers N]
 
 `import megatron.bridge` needs transformer_engine (megatron/bridge/peft/lora_layers.py, reached from the package's
 __init__ through conversion/model_bridge.py -> peft_bridge.py), so the real package __init__ files are not run: the
@@ -16,6 +16,7 @@ Prints a JSON report.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -53,10 +54,16 @@ def bypass_package_inits() -> None:
 
 
 def main() -> None:
-    spec_name, layers, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spec")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--layers", type=int)
+    args = parser.parse_args()
+    spec_name, out = args.spec, args.out
     import torch.distributed as dist
+    from dayone.adapters.megatron.verify import _free_port, covering_layers
 
-    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": os.environ.get("MASTER_PORT", "29544")}
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
     from dayone.adapters.megatron.verify import synthetic_checkpoint
@@ -70,7 +77,8 @@ def main() -> None:
     ps.initialize_model_parallel(1, 1)
     install_cpu_standins()
     bypass_package_inits()
-    spec = scaled_spec(load_spec(spec_name), "tiny", layers)
+    full = load_spec(spec_name)
+    spec = scaled_spec(full, "tiny", args.layers or covering_layers(full))
     common.write_tree(out / "bridge", megatron_bridge.files(spec))
     sys.path.insert(0, str(out / "bridge"))
     package = common.package_name(spec, "megatron-bridge")

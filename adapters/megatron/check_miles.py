@@ -1,6 +1,6 @@
 """Run in the megatron peer (one gloo rank): the generated Miles package for a spec, used as Miles uses it.
 
-    python miles_worker.py SPEC LAYERS OUT_DIR [--plant-argument FLAG]
+    python -m dayone.adapters.megatron.check_miles SPEC|FILE OUT_DIR [--layers N] [--plant-argument FLAG]
 
 The model arguments become a megatron-core config as Megatron-LM makes one (TransformerConfig fields by name, the
 few Megatron-LM flags by what they set); every flag must be a field of megatron-core 0.16.1's (MLA)TransformerConfig
@@ -12,6 +12,7 @@ tensor names and bytes. Prints a JSON report.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib
 import json
@@ -41,15 +42,24 @@ def config_from_args(args: list[tuple[str, object]], miles) -> tuple[dict, list[
             kwargs[field] = value if fixed is None else fixed
         elif name in fields:
             kwargs[name] = value
+    if kwargs.get("multi_latent_attention"):
+        # Megatron-LM's --q-lora-rank defaults to None (no q LoRA), MLATransformerConfig's field to 512
+        kwargs.setdefault("q_lora_rank", None)
     return kwargs, unknown
 
 
 def main() -> None:
-    spec_name, layers, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    plant = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--plant-argument" else None
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("spec")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--layers", type=int)
+    parser.add_argument("--plant-argument", help="add an argument Megatron does not accept (tests)")
+    args = parser.parse_args()
+    spec_name, out, plant = args.spec, args.out, args.plant_argument
     import torch.distributed as dist
+    from dayone.adapters.megatron.verify import _free_port, covering_layers
 
-    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": os.environ.get("MASTER_PORT", "29533")}
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
     from dayone.adapters.megatron.verify import synthetic_checkpoint
@@ -62,7 +72,8 @@ def main() -> None:
 
     ps.initialize_model_parallel(1, 1)
     install_cpu_standins()
-    spec = scaled_spec(load_spec(spec_name), "tiny", layers)
+    full = load_spec(spec_name)
+    spec = scaled_spec(full, "tiny", args.layers or covering_layers(full))
     common.write_tree(out / "miles", miles.files(spec))
     sys.path.insert(0, str(out / "miles"))
     package = common.package_name(spec, "miles")
@@ -71,17 +82,17 @@ def main() -> None:
     report: dict = {"spec": spec.name, "failures": []}
     fail = report["failures"].append
 
-    args = [(f, v) for f, v in miles.model_args(spec) if v is not None and v is not False]
+    margs = [(f, v) for f, v in miles.model_args(spec) if v is not None and v is not False]
     if plant:
-        args.append((plant, True))
-    kwargs, unknown = config_from_args(args, miles)
+        margs.append((plant, True))
+    kwargs, unknown = config_from_args(margs, miles)
     for flag in unknown:
         fail(f"--{flag} is neither a megatron-core TransformerConfig field nor a Megatron-LM flag")
-    report["arguments"] = len(args)
+    report["arguments"] = len(margs)
     if plant:
         print(json.dumps(report))
         return
-    module, function = dict(args)["spec"].split()
+    module, function = dict(margs)["spec"].split()
     if module != f"{package}.plugin" or not hasattr(plugin, function):
         fail(f"--spec {module} {function} does not name the generated plugin function")
     config = MLATransformerConfig(**kwargs, use_cpu_initialization=True, transformer_impl="local",
