@@ -38,11 +38,27 @@ import traceback
 from pathlib import Path
 
 LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
-FORWARD_NOT_RUN = (
-    "SGLang runs a forward only inside its ModelRunner with an attention backend and KV / linear-attention state "
-    "pools; its KDA backend and MLA kernels are Triton/CUDA, and its CPU engine (SGLANG_USE_CPU_ENGINE=1) needs "
-    "sgl-kernel's CPU build, which the package index does not carry"
-)
+
+
+def forward_not_run(facts: dict) -> str:
+    """Why SGLang's forward is not run here, layer kind by layer kind (what the built model holds)."""
+    parts = [
+        "SGLang runs a forward only inside its ModelRunner (an attention backend, KV and linear-attention state pools)"
+    ]
+    if facts.get("kda"):
+        parts.append(
+            "its KDA layers cannot run on this CPU: SGLang's KDA backend has Triton kernels only (kda_triton, "
+            "causal_conv1d_triton)"
+        )
+    if "Mxfp4MoEMethod" in facts.get("quant_methods", ()):
+        parts.append(
+            "nor can the MXFP4 experts: Mxfp4MoEMethod's CPU path is sgl-kernel's fused_experts_cpu on Intel AMX, "
+            "and sgl-kernel's CPU build is not on the package index"
+        )
+    parts.append(
+        "the MLA and dense layers were not run on their own (outside the ModelRunner it is not SGLang's forward)"
+    )
+    return "; ".join(parts)
 
 
 class Verdict:
@@ -376,7 +392,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
                 model = build(verdict, *accepted, rank, world, port)
                 level = "loaded"
                 load(verdict, model, ckpt, out_dir, rank)
-                verdict.not_run("forward", FORWARD_NOT_RUN)
+                verdict.not_run("forward", forward_not_run(verdict.facts))
     except Exception as err:  # noqa: BLE001 - the framework's own error is the verdict (traceback kept aside)
         verdict.failed(level, f"{type(err).__name__}: {err}")
         (out_dir / f"rank{rank}.traceback.txt").write_text(traceback.format_exc())
