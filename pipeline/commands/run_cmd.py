@@ -89,7 +89,7 @@ def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, ta
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True, disable=as_json) as progress:
-        task = progress.add_task("starting", total=(1 if demo else 0) + 7 + (1 if publish_repo else 0))
+        task = progress.add_task("starting", total=(1 if demo else 0) + 8 + (1 if publish_repo else 0))
 
         def started(name: str) -> None:
             # The count says which stage of how many is running (it moves on as each one starts).
@@ -108,7 +108,7 @@ def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, ta
         ctx = S.RunContext(ckpt, spec, out, created, tuple(targets) or TARGETS, tuple(archs) or ("sm_90", "sm_100"),
                            gpu, gpus)  # fmt: skip
         stages = [S.spec_stage(ctx), S.coverage_stage(ctx), S.plan_stage(ctx), S.generate_stage(ctx),
-                  S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
+                  S.conform_stage(ctx), S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
         if publish_repo:
             stages.append(S.publish_stage(ctx, publish_repo, tag, api_url))
         unknown = sorted(skip - {stage.name for stage in stages})

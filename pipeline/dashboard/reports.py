@@ -36,16 +36,16 @@ from dayone.errors import InputError
 from dayone.redact import redact_data
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-STAGES = ("spec", "coverage", "generate", "compile", "validate", "package", "publish")
+STAGES = ("spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish")
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge", "reference")
 ARCHS = ("sm_90", "sm_100")
 # Stages that produce one result per target framework; the others are one result per model.
-TARGETED_STAGES = frozenset({"generate", "validate", "package"})
+TARGETED_STAGES = frozenset({"generate", "conform", "validate", "package"})
 # Stages that cannot run before the real weights exist (numerics need them); all others run on the spec and a
 # synthetic checkpoint, which is what makes the dashboard green before release day.
 NEEDS_WEIGHTS = frozenset({"validate"})
 
-Stage = Literal["spec", "coverage", "generate", "compile", "validate", "package", "publish"]
+Stage = Literal["spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish"]
 Target = Literal["sglang", "vllm", "miles", "megatron-bridge", "reference"]
 Arch = Literal["sm_90", "sm_100"]
 # Keys that identify the documents stage commands write in their own formats, read here as reports:

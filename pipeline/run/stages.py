@@ -155,6 +155,39 @@ def generate_stage(ctx: RunContext) -> Stage:
     return Stage("generate", inputs, run, after=("spec",), code=GENERATE_CODE)
 
 
+def conform_stage(ctx: RunContext) -> Stage:
+    """The generated engine adapters judged by the pinned SGLang and vLLM themselves, each in its peer environment
+    (dayone.conform): the levels reached at world size 1 and 2, and why the first level not reached was not."""
+
+    def run(workdir: Path) -> StageResult:
+        from dayone.conform.driver import ENGINE_TARGETS, cell_details, conform_target, passed
+
+        generated = ctx.out / "stages" / "generate"
+        statuses, lines = [], []
+        for target in (t for t in ctx.targets if t in ENGINE_TARGETS):
+            report = conform_target(target, generated / target, ctx.checkpoint.root, ctx.spec)
+            for run in report["runs"]:
+                run.pop("seconds", None)  # timings vary between runs; the stage's files must not
+            _dump(workdir / f"conform-{target}.json", report)
+            details = cell_details(report)
+            status = FAIL if not passed(report) else details.pop("status")
+            details.pop("status", None)
+            ctx.report(workdir, "conform", status, details, target=target)
+            statuses.append(status)
+            lines.append(f"{target}: {details['summary']}")
+        status = FAIL if FAIL in statuses else PASS if statuses and all(s == PASS for s in statuses) else NOT_RUN
+        return StageResult(status, "; ".join(lines) or "no engine target")
+
+    def inputs() -> dict:
+        from dayone.checks.releases import RELEASES
+
+        return {"checkpoint": ctx.checkpoint_digest, "targets": ctx.targets,
+                "pins": {t: RELEASES[t].key for t in ("sglang", "vllm")}}  # fmt: skip
+
+    # The probes are scripts the peers run (never imported): the whole folder is the code, with the driver's imports.
+    return Stage("conform", inputs, run, after=("generate",), code=("dayone.conform.driver", "dayone.conform.*"))
+
+
 def compile_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         os.environ.pop("TRITON_INTERPRET", None)

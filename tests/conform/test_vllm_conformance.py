@@ -44,3 +44,16 @@ def test_dashboard_cell_names_the_first_level_not_reached(shipped):
     assert [lv["status"] for lv in details["levels"]] == ["pass", "pass", "pass", "pass", "not run"]
     assert levels["forward"]["reason"].startswith("world size 1: not run on the CPU")
     assert details["summary"] == "ws1 loaded, ws2 loaded"
+
+
+def test_dashboard_conform_cell_shows_the_level_reached_and_why_not_further(shipped):
+    from dayone.dashboard.matrix import build_matrix
+    from dayone.dashboard.reports import Report, now
+
+    details = cell_details(shipped["kimi-k3"][3])
+    status = details.pop("status")
+    report = Report(stage="conform", spec="kimi-k3", target="vllm", status=status, created=now(), details=details)
+    (model,) = build_matrix([report], set())
+    cell = model.cell("conform", "vllm")
+    assert cell.state == "pass" and cell.level == "loaded"
+    assert cell.reason.startswith("forward not run: world size 1: not run on the CPU")

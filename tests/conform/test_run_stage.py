@@ -1,0 +1,37 @@
+"""The `conform` stage of `integrate run`: one report per engine target with the levels for the dashboard, and the
+whole conform.json beside it (the vLLM report of the shipped-spec session run is reused: no extra vLLM run)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from dayone.checkpoint.reader import open_local
+from dayone.conform import driver
+from dayone.run import stages
+
+
+def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monkeypatch):
+    spec, checkpoint, _, report = shipped["kimi-linear-48b-a3b"]
+    calls = []
+
+    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
+        calls.append((target, adapter.name))
+        if target == "vllm":
+            return json.loads(json.dumps(report))
+        return driver.not_run_report(target, world_sizes, "the sglang peer environment is not installed (test)")
+
+    monkeypatch.setattr(driver, "conform_target", conform_target)
+    ctx = stages.RunContext(open_local(checkpoint), spec, tmp_path, datetime(2026, 1, 1, tzinfo=UTC),
+                            ("sglang", "vllm", "miles"), ("sm_90",))  # fmt: skip
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = stages.conform_stage(ctx).run(workdir)
+    assert calls == [("sglang", "sglang"), ("vllm", "vllm")]  # engines only
+    assert result.status == "not run"  # sglang not run here, vllm passed: neither a failure
+    written = json.loads((workdir / "report-conform-vllm.json").read_text())
+    assert written["status"] == "pass" and written["target"] == "vllm"
+    assert [lv["level"] for lv in written["details"]["levels"]][-1] == "forward"
+    assert "seconds" not in json.loads((workdir / "conform-vllm.json").read_text())["runs"][0]
+    sglang = json.loads((workdir / "report-conform-sglang.json").read_text())
+    assert sglang["status"] == "not run" and "not installed" in sglang["details"]["levels"][0]["reason"]
