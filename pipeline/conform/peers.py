@@ -8,6 +8,7 @@ with `pip install --target` into a temporary folder the probe puts on its path, 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +33,12 @@ def probe_script(framework: str) -> Path:
 def install_adapter(source: Path, python: Path, site: Path, scratch: Path) -> None:
     """Build the adapter folder (its pyproject.toml) into a wheel and install it into `site` with the peer's pip."""
     wheels = scratch / "wheel"
+    # From a copy: setuptools builds in the source tree (build/, *.egg-info), and the adapter folder is the generate
+    # stage's output, which the package stage packs as it is.
+    tree = scratch / "adapter"
+    shutil.copytree(source, tree, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-          str(source)], f"building a wheel of {source}")  # fmt: skip
+          str(tree)], f"building a wheel of {source}")  # fmt: skip
     built = sorted(wheels.glob("*.whl"))
     _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site), *map(str, built)],
          f"installing {built[0].name} into the peer")  # fmt: skip

@@ -272,7 +272,8 @@ def package_stage(ctx: RunContext) -> Stage:
         stages = ctx.out / "stages"
         inputs = workdir / "inputs"
         for target in ctx.targets:
-            shutil.copytree(stages / "generate" / target, inputs / target)
+            # Only the generated files: not what a build in that folder may have left (build/, *.egg-info).
+            shutil.copytree(stages / "generate" / target, inputs / target, ignore=_NOT_GENERATED)
         for report in sorted(p for name in after for p in (stages / name).glob("report-*.json")):
             shutil.copyfile(report, inputs / report.name)
         try:
@@ -326,6 +327,7 @@ def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> 
     return Stage("publish", inputs, run, after=("package",), code=("dayone.release.github",))
 
 
+_NOT_GENERATED = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 # What generate runs: the generators (imported modules followed), the static checks, and the templates they render.
 GENERATE_CODE = (
     "dayone.adapters.targets", "dayone.checks.static", "dayone.templates.common.*", "dayone.templates.sglang.*",
