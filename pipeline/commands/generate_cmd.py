@@ -34,7 +34,8 @@ def resolve_spec(source: str, spec_arg: str | None) -> ModelSpec:
 @click.option("-o", "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output folder; each target goes to OUT/<target>/ (replaced as a whole).")  # fmt: skip
 @click.option("--spec", "spec_arg", help="Spec NAME or FILE to use instead of deriving one from the checkpoint.")
-@click.option("--check", is_flag=True, help="Byte-compile, ruff, API check against the pinned releases, table checks.")
+@click.option("--check", is_flag=True, help="Byte-compile, ruff, API check against the pinned releases, table checks; "
+              "from a checkpoint, SGLang / vLLM themselves where their peers are installed.")  # fmt: skip
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), help="Write dashboard 'generate' reports.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None:
@@ -55,6 +56,7 @@ def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None
             from dayone.checks.static import check_target
 
             entry["check"] = check_target(spec, target, root, files, lambda t=target: generator(t)(spec)).as_dict()
+            _conform(entry["check"], target, root, source, spec)
         results.append(entry)
     ok = all(r.get("check", {}).get("ok", True) for r in results)
     if report:
@@ -64,6 +66,27 @@ def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None
     else:
         _print(spec, results)
     raise SystemExit(0 if ok else 1)
+
+
+def _conform(check: dict, target: str, root: Path, source: str, spec: ModelSpec) -> None:
+    """Where the source is a checkpoint folder and the target's framework peer is installed, the framework itself
+    judges the adapter (dayone.conform, world size 1; `integrate conform` runs more)."""
+    from dayone.conform import peers
+    from dayone.conform.driver import ENGINE_TARGETS, conform_target, passed
+
+    if (
+        target not in ENGINE_TARGETS
+        or not (Path(source) / "config.json").is_file()
+        or peers.peer_python(target) is None
+    ):
+        return
+    report = conform_target(target, root, Path(source), spec, (1,))
+    check["conform"] = report
+    if not passed(report):
+        check["ok"] = False
+        run = report["runs"][0]
+        failed = next(f"{lv}: {e['detail']}" for lv, e in run["levels"].items() if e["status"] == "fail")
+        check["problems"]["conform"] = [failed]
 
 
 def _write_reports(path: Path, spec: ModelSpec, results: list[dict]) -> None:

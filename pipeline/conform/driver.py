@@ -100,6 +100,8 @@ def _judge(table, checkpoint: Path, world: int, dump: Path, run: dict) -> dict:
             problems += judge.judge_rank(table, tensors, rank, world, dump)
         except ValueError as err:  # the map cannot shard a tensor over this world size (walk.split)
             return _level("not run", f"the reference reading has no layout for world size {world}: {err}")
+        except RuntimeError as err:  # a checkpoint tensor that does not fit its parameter as the spec sizes it
+            return _level("fail", f"the checkpoint does not fit the spec's weight map: {err}")
     if problems:
         run["problems"] = problems[: judge.LIMIT]
         return _level("fail", judge.first(problems))

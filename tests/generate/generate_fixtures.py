@@ -16,11 +16,13 @@ from model_fixtures import tiny_k3_spec, with_updates
 def parallel_k3_spec(num_layers: int = 5):
     """Every K3 feature at tiny widths that split over TP 8 and EP 2: 8 KDA and MLA heads, A_log padded 8 -> 12,
     gate rank = head_dim (as vLLM's KDA layer needs), expert intermediate 256 (its MXFP4 scale columns split over 8
-    ranks)."""
+    ranks), the shared experts as wide (config.json sizes them by moe_intermediate_size: the spec its checkpoint's
+    config derives is this one)."""
+    base = tiny_k3_spec(num_layers)
     return with_updates(
-        tiny_k3_spec(num_layers),
+        base,
         {"kda": {"num_heads": 8, "head_dim": 8, "a_log_shape": [12], "gate": {"rank": 8}}, "mla": {"num_heads": 8},
-         "moe": {"expert_intermediate_size": 256}},
+         "moe": {"expert_intermediate_size": 256, "shared_intermediate_size": 256 * base.moe.num_shared_experts}},
     )  # fmt: skip
 
 
