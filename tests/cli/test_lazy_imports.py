@@ -1,7 +1,7 @@
 """Commands that need no tensor maths never import torch or triton (importing them is most of a short command's
-start-up): `--help`, `spec *`, `inspect`, `plan`, `package`, `publish`, `dashboard`, and a fully cached `compile`.
-Each runs as a fresh process, the way a user runs it, on real inputs; a watcher on the import system records where
-torch or triton would first have been imported, so a failure shows the import chain."""
+start-up): `--help`, `spec *`, `inspect`, `plan`, `package`, `publish`, `dashboard`, and a fully cached `compile` and
+`run`. Each runs as a fresh process, the way a user runs it, on real inputs; a watcher on the import system records
+where torch or triton would first have been imported, so a failure shows the import chain."""
 
 from __future__ import annotations
 
@@ -94,3 +94,18 @@ def test_package_publish_dashboard(tmp_path):
 def test_fully_cached_compile(tmp_path, k3_build):
     assert_light(heavy_imports(tmp_path, *k3_build.args))
     assert all(row["cached"] for row in json.loads((k3_build.out / "resources.json").read_text())["kernels"])
+
+
+def test_fully_cached_run(tmp_path, readme_demo):
+    """The README's demo run again with nothing changed: every stage is reused and nothing heavy is imported."""
+    from readme_demo import quiet_env
+
+    assert readme_demo.code == 0, readme_demo.stderr[-2000:]
+    python = readme_demo.clone / ".venv" / "bin" / "python"
+    env = quiet_env(SOURCE_DATE_EPOCH=readme_demo.epoch)
+    found, out = heavy_imports(tmp_path, "run", "--demo", "-o", "out/demo", python=python, cwd=readme_demo.clone,
+                               env=env)  # fmt: skip
+    stages = [cells for cells in (line.split("│")[1:-1] for line in out.splitlines() if line.startswith("│"))
+              if cells[0].strip()]  # fmt: skip
+    assert len(stages) > 5 and all(cells[2].strip() == "cached" for cells in stages), out  # every stage reused
+    assert_light((found, out))
