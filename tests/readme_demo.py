@@ -54,16 +54,16 @@ def fresh_checkout(dest: Path) -> Path:
     return dest
 
 
-def checkout_tree(dest: Path) -> Path:
-    """`git clone` of this repository with the working tree's changes on top (uncommitted)."""
-    git("clone", "-q", str(REPO), str(dest))
-    changed = git("ls-files", "-z", "--modified", "--others", "--exclude-standard").split("\0")
+def checkout_tree(dest: Path, repo: Path = REPO) -> Path:
+    """`git clone` of a repository (this one by default) with its working tree's changes on top (uncommitted)."""
+    git("clone", "-q", str(repo), str(dest))
+    changed = git("ls-files", "-z", "--modified", "--others", "--exclude-standard", cwd=repo).split("\0")
     for rel in filter(None, changed):
-        src = REPO / rel
+        src = repo / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    for rel in filter(None, git("ls-files", "-z", "--deleted").split("\0")):
+    for rel in filter(None, git("ls-files", "-z", "--deleted", cwd=repo).split("\0")):
         (dest / rel).unlink(missing_ok=True)
     return dest
 
