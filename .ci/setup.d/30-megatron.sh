@@ -7,10 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-target=.venv/peers/megatron
+# PYTHON and PEERS_DIR let the release workflow install the same peer beside its own Python (sys.prefix/peers),
+# where dayone.adapters.megatron.peer looks for it.
+py=${PYTHON:-.venv/bin/python}
+target=${PEERS_DIR:-.venv/peers}/megatron
 if [ -d "$target/megatron_core-0.16.1.dist-info" ] && [ -d "$target/megatron_bridge-0.3.1.dist-info" ] \
   && [ -d "$target/omegaconf-2.3.0.dist-info" ]; then
   exit 0
 fi
-.venv/bin/python -m pip install -q --no-deps --target "$target" megatron-core==0.16.1 megatron-bridge==0.3.1 \
+"$py" -m pip install -q --no-deps --target "$target" megatron-core==0.16.1 megatron-bridge==0.3.1 \
   omegaconf==2.3.0 antlr4-python3-runtime==4.9.3
