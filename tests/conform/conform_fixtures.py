@@ -3,6 +3,7 @@ synth code), its vLLM adapter generated, and planted mistakes made by editing th
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from dayone.adapters.targets import common, vllm
@@ -10,6 +11,9 @@ from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 from dayone.synth.scale import scaled_spec
 from dayone.synth.write import write_synthetic
+
+# The model tests' fixtures (spec variants through with_updates), as tests/generate and tests/validate use them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
 # 4 layers keep every layer kind of both shipped specs (KDA, MLA, the dense prefix and MoE).
 LAYERS = 4

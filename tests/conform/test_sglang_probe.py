@@ -29,10 +29,11 @@ from dayone.checks.releases import RELEASES
 from dayone.conform import judge as conform_judge
 from dayone.conform import peers
 from dayone.conform.driver import conform_target
-from dayone.spec.registry import load_spec, spec_to_dict
+from dayone.spec.registry import load_spec
 from dayone.spec.schema import ModelSpec
 from dayone.synth.scale import SCALES, scaled_spec
 from dayone.synth.write import write_synthetic
+from model_fixtures import with_updates
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,17 +176,7 @@ COMBINED_VARIANT = {
 
 def variant(changes: dict) -> ModelSpec:
     """The tiny 5-layer K3 with nested fields replaced."""
-    data = spec_to_dict(tiny_spec("kimi-k3"))
-
-    def merge(d: dict, u: dict) -> None:
-        for k, v in u.items():
-            if isinstance(v, dict) and isinstance(d.get(k), dict):
-                merge(d[k], v)
-            else:
-                d[k] = v
-
-    merge(data, changes)
-    return ModelSpec.model_validate(data)
+    return with_updates(tiny_spec("kimi-k3"), changes)
 
 
 _BATCH: dict[str, Run] = {}

@@ -9,22 +9,12 @@ from conform_fixtures import prepare, tiny
 from dayone.adapters.targets import vllm
 from dayone.conform.driver import conform_target
 from dayone.errors import InputError
-from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
+from model_fixtures import with_updates
 
 
 def variant(updates: dict) -> ModelSpec:
-    data = spec_to_dict(tiny("kimi-k3"))
-
-    def merge(d: dict, u: dict) -> None:
-        for k, v in u.items():
-            if isinstance(v, dict) and isinstance(d.get(k), dict):
-                merge(d[k], v)
-            else:
-                d[k] = v
-
-    merge(data, updates)
-    return ModelSpec.model_validate(data)
+    return with_updates(tiny("kimi-k3"), updates)
 
 
 def model_source(spec: ModelSpec) -> str:
