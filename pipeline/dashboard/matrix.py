@@ -20,6 +20,9 @@ from dayone.dashboard.reports import NEEDS_WEIGHTS, STAGES, TARGETED_STAGES, TAR
 HISTORY = 8  # runs shown as marks per cell
 NOT_RUN = "not run"
 WAITING = "waiting for weights"
+# Nothing failed, but a level after the last one reached did not run (conformance without a GPU stops before
+# forward): never shown as pass; the cell names the level reached and why the next was not.
+PARTIAL = "partial"
 
 
 @dataclass
@@ -46,7 +49,10 @@ class Cell:
     def state(self) -> str:
         if not self.reports:
             return WAITING if self.pre_release and self.stage in NEEDS_WEIGHTS else NOT_RUN
-        return _combined([r.status for r in self.latest_reports])
+        state = _combined([r.status for r in self.latest_reports])
+        if state == "pass" and any(_first_not_reached(r.details.get("levels")) for r in self.latest_reports):
+            return PARTIAL
+        return state
 
     @property
     def reason(self) -> str:

@@ -183,6 +183,7 @@ def test_a_cell_with_levels_shows_the_last_level_reached_and_why_not_the_next(tm
     [model] = build_matrix(load_reports([tmp_path / "r.json"]), set())
     cell = model.cell("validate", "vllm")
     assert cell.level == "loaded" and cell.reason == "forward not run: needs a GPU"
+    assert cell.state == "partial"  # the report's status is pass, but forward did not run
     assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
     assert 'data-level="loaded">reached: loaded' in (tmp_path / "site" / "index.html").read_text()
     page = (tmp_path / "site" / cell.page).read_text()
