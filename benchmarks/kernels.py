@@ -13,7 +13,7 @@ On a GPU (fla-core must be importable there: the run stops, exit code 2, if it i
                 per-head keys/values, and vs reading the latent cache once at the HBM limit (goal: >= 70%).
   mxfp4 matvec  batch 1, one expert's gate projection and the 16 experts of one token: vs dequantize-then-matmul
                 (goal: >= 2x) and vs reading the packed bytes (4.25 bits per weight) once.
-  Before timing, each kernel's output is compared (dayone.numerics) with its peer's, or for MLA with the torch path
+  Before timing, each kernel's output is compared (dayone.core.numerics) with its peer's, or for MLA with the torch path
   (SDPA on random expanded keys is a different computation), so a ratio is never taken against a wrong kernel.
   --json FILE writes every check and every figure beside its goal (benchmarks/gpu_check.py reads it); the exit code
   is 1 when a check fails.
@@ -53,8 +53,8 @@ else:
 
 import torch
 from dayone.compile_stage import kernel_dims, specializations_for
+from dayone.core.numerics import compare
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import compare
 from dayone.spec.registry import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

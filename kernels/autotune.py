@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from dayone.core.numerics import compare
 from dayone.kernels.aot import AotError, compile_specializations
 from dayone.kernels.specialization import Specialization
-from dayone.numerics import compare
 
 # Representative workloads (issues 4 and 5): decode batch, prefill tokens of one sequence, decode context length.
 DECODE_BATCH = 64

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import click
-from dayone.errors import InputError
-from dayone.redact import redact, redact_streams, redacting_streams, remember_command_line
+from dayone.core.errors import InputError
+from dayone.core.redact import redact, redact_streams, redacting_streams, remember_command_line
 
 COMMANDS_DIR = Path(__file__).parent / "commands"
 

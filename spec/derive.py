@@ -11,7 +11,7 @@ import re
 from collections.abc import Container
 from typing import Any
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.bounds import MAX_DIM, MAX_INTERMEDIATE, MAX_LAYERS, MAX_TOKEN_ID
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression
 from dayone.spec.registry import validation_message

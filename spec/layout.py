@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.bounds import MAX_LAYERS
 
 _TERM = re.compile(r"^\s*(?:(\d+)\s*[x*]\s*)?\[([^\]]*)\]\s*$")

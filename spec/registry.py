@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
-from dayone import untrusted_json
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
 
 if TYPE_CHECKING:  # pydantic and the schema are imported where a spec is validated: `spec list` needs neither
     from dayone.spec.schema import ModelSpec

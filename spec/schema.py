@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Literal
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.bounds import (
     MAX_DIM,
     MAX_EXPERT_INSTANCES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import torch
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 KERNELS = ("auto", "triton", "torch")
 

@@ -19,7 +19,7 @@ from dayone.adapters.model.capture import Capture
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 

@@ -24,7 +24,7 @@ from dayone.adapters.model.config import Tier, get_tier
 from dayone.adapters.model.layer import DecoderLayer
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 from torch import nn
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 from dayone.adapters.model.module import SpecModule
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.manifest import Manifest, Tensor, build_manifest
 from dayone.spec.schema import ModelSpec
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jinja2
-from dayone.atomic import staged_folder
-from dayone.errors import InputError
+from dayone.core.atomic import staged_folder
+from dayone.core.errors import InputError
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec, is_identifier
 

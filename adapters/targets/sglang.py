@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "sglang"

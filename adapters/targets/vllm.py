@@ -14,7 +14,7 @@ from __future__ import annotations
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
 from dayone.checks.releases import RELEASES
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "vllm"

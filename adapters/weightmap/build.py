@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dayone.adapters.weightmap.contracts import split_of
 from dayone.adapters.weightmap.layouts import ENGINE_LAYOUTS, LAYOUTS
 from dayone.adapters.weightmap.walk import Derived, Param, Rule
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.manifest import ExpertGroup, Tensor, build_manifest
 from dayone.spec.schema import ModelSpec
 

@@ -10,7 +10,7 @@ Per shard, the fast path (`parse_shard`, then `ParsedShard.compare`) proves the 
 handful of C-level passes over all its entries at once, Python never looping per entry: every name expected, its
 (shape, dtype, byte count) equal to the manifest's, the offsets tiling the data region. A header it cannot prove
 (anything unexpected, malformed or unusual) goes through the entry-by-entry check (`read_header`, which parses with
-dayone.untrusted_json, and `compare_entries`), which names what is wrong; so the fast path needs to be sound only when
+dayone.core.untrusted_json, and `compare_entries`), which names what is wrong; so the fast path needs to be sound only when
 it says yes. What remains is json.loads itself (see benchmarks/cli.py).
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dayone.checkpoint.safetensors_header import check_metadata, read_header, read_header_bytes
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 if TYPE_CHECKING:
     from dayone.spec.manifest import EntryTable

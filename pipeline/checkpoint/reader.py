@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
-from dayone import untrusted_json
 from dayone.checkpoint.safetensors_header import ShardHeader, TensorInfo, read_header
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
 
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"

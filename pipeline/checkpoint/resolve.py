@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from dayone.checkpoint.reader import INDEX_NAME, SINGLE_NAME, Checkpoint, open_local
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
 
@@ -85,7 +85,7 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, rea
 def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, source: str) -> None:
     """Headers are read from cached shard files; say plainly which are missing rather than download terabytes."""
 
-    from dayone import untrusted_json
+    from dayone.core import untrusted_json
     from huggingface_hub import constants
 
     index = untrusted_json.read(snapshot / INDEX_NAME)

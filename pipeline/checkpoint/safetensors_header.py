@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
-from dayone import untrusted_json
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
 from dayone.spec.manifest import DTYPE_BYTES
 
 # safetensors itself refuses headers over 100 MB; a larger length is a corrupt or hostile file.

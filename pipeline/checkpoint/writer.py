@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from dayone.atomic import staged_folder
 from dayone.checkpoint.reader import INDEX_NAME
-from dayone.errors import InputError
+from dayone.core.atomic import staged_folder
+from dayone.core.errors import InputError
 from dayone.spec.manifest import Tensor
 
 DataSource = Callable[[Tensor], bytes]

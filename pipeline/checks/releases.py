@@ -21,9 +21,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayone import untrusted_json
-from dayone.atomic import swap_in
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.atomic import swap_in
+from dayone.core.errors import InputError
 
 INDEX_URL = "https://pypi.org/simple"
 

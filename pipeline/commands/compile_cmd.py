@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json, write_atomic
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
 
 NO_GPU = "--autotune needs a CUDA GPU; compile without it here"

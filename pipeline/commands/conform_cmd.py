@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json, write_atomic
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 
 @click.command()

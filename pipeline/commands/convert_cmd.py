@@ -16,7 +16,7 @@ import click
 from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.commands.output import console, emit_json, human_bytes
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 
 @click.group()

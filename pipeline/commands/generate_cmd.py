@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.registry import MODELS_DIR, load_spec
 from dayone.spec.schema import ModelSpec
 

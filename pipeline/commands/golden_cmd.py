@@ -20,7 +20,7 @@ def golden(checkpoint: str, tokens: str | None, tier: str, output: Path, spec_ar
     """Write input_ids, fp32 logits and log-probs of CHECKPOINT (TIER, streamed layer by layer) to OUTPUT."""
     import torch
     from dayone.adapters.model import TIERS
-    from dayone.errors import InputError
+    from dayone.core.errors import InputError
     from dayone.validate.golden import write_golden
     from dayone.validate.source import ShardReader, open_source
     from dayone.validate.streamed import StreamedModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import click
-from dayone.atomic import write_atomic  # noqa: F401 - commands import it from here
+from dayone.core.atomic import write_atomic  # noqa: F401 - commands import it from here
 from rich.console import Console
 
 console = Console(highlight=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json, write_atomic
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from rich.console import Console
 from rich.markup import escape
 

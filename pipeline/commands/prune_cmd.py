@@ -9,7 +9,7 @@ from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.commands.output import console, emit_json, human_bytes
 from dayone.commands.spec_source import spec_for_checkpoint
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 
 @click.command()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 from dayone.commands.output import console, emit_json, write_atomic
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -140,7 +140,7 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
     """OUT/report.json (deterministic: statuses and messages, no timings, no local paths), then OUT/reports and the
     dashboard in OUT/site from the reports of this run's stages only (a stage folder left by an earlier run with other inputs
     is not this run's result)."""
-    from dayone.atomic import staged_folder
+    from dayone.core.atomic import staged_folder
     from dayone.dashboard.reports import load_reports, write_report
     from dayone.dashboard.site import build_site
     from dayone.run.runner import NOT_RUN, PASS

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from dayone.checkpoint.writer import write_checkpoint
 from dayone.commands.output import console, human_bytes
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec

@@ -23,7 +23,7 @@ from dayone.convert.pieces import Dequant, Piece
 from dayone.convert.plan import count_pairs, owners, plan_file
 from dayone.convert.side_files import copy_side_files
 from dayone.convert.stream import write_stream
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 KIND = "mxfp4-to-bf16"
 

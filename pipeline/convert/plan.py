@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dayone.checkpoint.reader import Checkpoint
 from dayone.convert.pieces import Copy, Dequant, Piece
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 PACKED = ".weight_packed"
 SCALE = ".weight_scale"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dayone.checkpoint.safetensors_header import read_header
 from dayone.commands.output import write_atomic
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 STATE_DIR = ".dayone-convert"
 

@@ -30,10 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from dayone import untrusted_json
 from dayone.commands.output import write_atomic
-from dayone.errors import InputError
-from dayone.redact import redact_data
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
+from dayone.core.redact import redact_data
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 STAGES = ("spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish")

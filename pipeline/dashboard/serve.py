@@ -6,7 +6,7 @@ import functools
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 
 def make_server(folder: Path, port: int) -> ThreadingHTTPServer:

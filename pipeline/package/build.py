@@ -27,7 +27,7 @@ import tarfile
 from importlib import metadata
 from pathlib import Path
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.package.discover import Adapter
 
 

@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dayone.adapters.targets import common
-from dayone.atomic import swap_in
-from dayone.errors import InputError
+from dayone.core.atomic import swap_in
+from dayone.core.errors import InputError
 from dayone.package import build, card, discover
 from dayone.package.build import BuildError
 from dayone.package.targets import REQUIREMENTS, TITLES, framework

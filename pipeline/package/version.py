@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 DEFAULT_EPOCH = 315619200  # 1980-01-02T00:00:00Z
 ZIP_EPOCH = 315532800  # 1980-01-01: zip timestamps cannot be earlier

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.prune.layers import Selection
 from dayone.spec.layout import to_index_lists
 from dayone.spec.schema import ModelSpec

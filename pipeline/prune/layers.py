@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import Layer, ModelSpec
 
 Combo = tuple[str, str, bool]  # (attention, ffn, snapshot)

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayone.atomic import staged_folder
 from dayone.checkpoint.reader import INDEX_NAME, Checkpoint
 from dayone.checkpoint.writer import plan_shards, shard_name
 from dayone.convert.pieces import Copy, Piece
 from dayone.convert.side_files import copy_side_files
 from dayone.convert.stream import write_stream
-from dayone.errors import InputError
+from dayone.core.atomic import staged_folder
+from dayone.core.errors import InputError
 from dayone.prune.config import pruned_config
 from dayone.prune.layers import Selection
 from dayone.spec.derive import derive_spec

@@ -7,7 +7,7 @@ import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 CHUNK = 1 << 20
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 import github3
 import requests
-from dayone.errors import InputError
-from dayone.redact import server_text
+from dayone.core.errors import InputError
+from dayone.core.redact import server_text
 from dayone.release import PublishError
 from dayone.release.assets import LocalAsset, local_assets
 from github3 import exceptions as gh_errors

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.release import PublishError
 
 MODEL_CARD = "README.md"

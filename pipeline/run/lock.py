@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 LOCK_FILE = ".lock"
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayone.atomic import swap_in, write_atomic
-from dayone.errors import InputError
+from dayone.core.atomic import swap_in, write_atomic
+from dayone.core.errors import InputError
 
 STAGE_FILE = "stage.json"
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"

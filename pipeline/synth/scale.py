@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.derive import FAMILY_CONVENTIONS
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict

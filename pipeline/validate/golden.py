@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 FORMAT = "1"
 

@@ -1,4 +1,4 @@
-"""The metrics of a validation, every verdict through `dayone.numerics.compare` and its tolerance table.
+"""The metrics of a validation, every verdict through `dayone.core.numerics.compare` and its tolerance table.
 
 Tensors at a capture point: compare(candidate, reference, row) -> max-abs, relative RMS, cosine.
 Scalars whose ideal value is 0 (a log-prob difference, a KL divergence, a disagreement fraction) are judged as
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from dayone.numerics import TOLERANCES, compare
+from dayone.core.numerics import TOLERANCES, compare
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from dayone.adapters.model import Capture
 from dayone.adapters.model.attn_residual import Stream
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.validate.golden import Golden, read_golden
 from dayone.validate.source import ShardReader, Source
 from dayone.validate.streamed import StreamedModel

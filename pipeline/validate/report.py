@@ -4,8 +4,8 @@ the first layer and capture point where a metric breaks; and its human rendering
 from __future__ import annotations
 
 from dayone.commands.output import console
+from dayone.core.numerics import TOLERANCES
 from dayone.dashboard.reports import Report, now
-from dayone.numerics import TOLERANCES
 from rich.table import Table
 
 

@@ -16,7 +16,7 @@ import torch
 from dayone.adapters.model import TIERS, Capture
 from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.validate import distributed
 from dayone.validate.metrics import logprob_metrics, rows_for, tensor_row, topk_row
 from dayone.validate.references import (

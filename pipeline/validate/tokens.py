@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import torch
-from dayone import untrusted_json
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
 
 BUILTIN_SHAPE = (2, 72)
 BUILTIN_SEED = 20260727

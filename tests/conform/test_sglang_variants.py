@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from dayone.adapters.targets import sglang
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from test_sglang_probe import COMBINED_VARIANT, judge, sglang_batch, variant
 
 

@@ -8,7 +8,7 @@ import pytest
 from conform_fixtures import prepare, tiny
 from dayone.adapters.targets import vllm
 from dayone.conform.driver import conform_target
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 from model_fixtures import with_updates
 

@@ -13,7 +13,7 @@ from dayone.adapters.targets import vllm
 from dayone.adapters.weightmap import build_weight_map
 from dayone.checks.api import FileCheck, SourceTree
 from dayone.checks.releases import RELEASES, sources
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
 from generate_fixtures import parallel_k3_spec
 from model_fixtures import with_updates

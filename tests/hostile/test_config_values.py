@@ -13,7 +13,7 @@ import torch
 import yaml
 from click.testing import CliRunner
 from dayone.cli import cli
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec import bounds
 from dayone.spec.derive import derive_spec
 from dayone.spec.registry import load_spec, parse_spec, spec_to_dict

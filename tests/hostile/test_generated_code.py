@@ -12,7 +12,7 @@ import functools
 
 import pytest
 from dayone.adapters.targets import TARGETS, common, generator
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.derive import derive_spec
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.registry import load_spec, parse_spec, spec_to_dict

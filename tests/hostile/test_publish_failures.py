@@ -13,7 +13,7 @@ import time
 import pytest
 from click.testing import CliRunner
 from dayone.cli import cli
-from dayone.redact import MASK, redact, remember
+from dayone.core.redact import MASK, redact, remember
 from dayone.release import github
 from echo_server import EchoServer
 from release.fake_github import FakeGitHub
@@ -174,7 +174,7 @@ def test_a_traceback_printed_after_the_command_is_redacted_too():
     import subprocess
     import sys
 
-    code = "from dayone.redact import redact_streams; redact_streams(); import os; raise RuntimeError(os.environ['GITHUB_TOKEN'])"
+    code = "from dayone.core.redact import redact_streams; redact_streams(); import os; raise RuntimeError(os.environ['GITHUB_TOKEN'])"
     proc = subprocess.run(
         [sys.executable, "-c", code], env={**os.environ, **ENV}, capture_output=True, text=True, check=False
     )
@@ -185,7 +185,7 @@ def test_a_traceback_printed_after_the_command_is_redacted_too():
 def test_a_package_index_answering_nonsense_is_one_error(tmp_path, monkeypatch, mode):
     """The static checks fetch an sdist listing from a package index (DAYONE_INDEX_URL): remote JSON like any other."""
     from dayone.checks import releases
-    from dayone.errors import InputError
+    from dayone.core.errors import InputError
 
     with EchoServer(mode) as index:
         monkeypatch.setenv("DAYONE_INDEX_URL", index.url)
@@ -195,7 +195,7 @@ def test_a_package_index_answering_nonsense_is_one_error(tmp_path, monkeypatch, 
 
 
 def test_tokens_given_as_options_are_secrets_too():
-    from dayone.redact import remember_command_line
+    from dayone.core.redact import remember_command_line
 
     remember_command_line(["publish", "--hf-token", "tok-from-argv-1", "--api-key=key-from-argv-2", "--tokens", "1,2"])
     assert redact("a tok-from-argv-1 b key-from-argv-2 c 1,2") == f"a {MASK} b {MASK} c 1,2"

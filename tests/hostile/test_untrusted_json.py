@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from dayone import untrusted_json
 from dayone.cli import cli
-from dayone.errors import InputError
+from dayone.core import untrusted_json
+from dayone.core.errors import InputError
 from dayone.validate.tokens import parse_tokens
 from safetensors.torch import save_file
 

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.attn_residual import attn_res_aggregate, combined_score_weight, specializations
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import assert_close
 
 
 def make(t: int, n: int, d: int, dtype=torch.float32):

@@ -13,9 +13,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from dayone.core.numerics import assert_close, compare
 from dayone.kernels.kda import chunk_kda
 from dayone.kernels.kda.reference import kda_reference
-from dayone.numerics import assert_close, compare
 
 
 @pytest.fixture

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.gated_rmsnorm import gated_rmsnorm
 from dayone.kernels.gated_rmsnorm.reference import gated_rmsnorm_reference
-from dayone.numerics import assert_close
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.kda import chunk_kda, kda_decode
 from dayone.kernels.kda.reference import kda_decode_reference, kda_reference
-from dayone.numerics import assert_close
 
 H, K, V = 2, 16, 32
 # The torch tier is a different association order of the same fp32 math ("fp32"); the interpreter is looser.

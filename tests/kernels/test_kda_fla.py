@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.kda import chunk_kda
-from dayone.numerics import assert_close
 from safetensors.torch import load_file, save_file
 
 FLA_DIR = Path(os.environ.get("DAYONE_FLA_PEER", Path(sys.prefix) / "peers" / "fla"))

@@ -4,10 +4,10 @@ Triton kernel (on the test device) against the reference, over ragged lengths an
 import pytest
 import torch
 import torch.nn.functional as F
+from dayone.core.numerics import assert_close
 from dayone.kernels.mla_decode import mla_decode, mla_decode_reference, specializations
 from dayone.kernels.mla_decode.reference import gather_request_tokens
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import assert_close
 
 LATENT, ROPE = 32, 16  # small stand-ins for 512 and 64
 

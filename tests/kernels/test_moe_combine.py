@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.moe_combine import moe_combine, specializations
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import assert_close
 
 
 def make(t: int, k: int, width: int, dtype=torch.float32):

@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.mxfp4 import dequantize_mxfp4, mxfp4_linear, quantize_mxfp4, specializations
 from dayone.kernels.mxfp4.reference import E2M1_VALUES, dequantize_mxfp4_reference
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import assert_close
 
 
 def scalar_dequant(byte: int, column: int, scale_byte: int) -> float:

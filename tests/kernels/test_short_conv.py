@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.short_conv import commit_accepted, short_conv, short_conv_update
 from dayone.kernels.short_conv.reference import short_conv_reference, short_conv_update_reference
-from dayone.numerics import assert_close
 
 D, W = 40, 4  # D not a multiple of the channel block
 # Packed: one token (shorter than the window), two tokens, 17, an empty sequence, 17.

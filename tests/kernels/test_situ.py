@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from dayone.core.numerics import assert_close
 from dayone.kernels.situ import act_and_mul, specializations
 from dayone.kernels.situ.reference import situ_and_mul_reference
 from dayone.kernels.specialization import KernelDims
-from dayone.numerics import assert_close
 
 
 def hostile_rows(t: int, width: int, dtype=torch.float32) -> torch.Tensor:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from dayone.adapters.model import Capture, SpecModel, WeightLoader
 from dayone.adapters.model.attn_residual import Stream
-from dayone.numerics import assert_close
+from dayone.core.numerics import assert_close
 
 
 def _load(spec, tensors, tier):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 from dayone.adapters.model import Capture, SpecModel, WeightLoader
-from dayone.errors import InputError
-from dayone.numerics import assert_close
+from dayone.core.errors import InputError
+from dayone.core.numerics import assert_close
 from kernels_run import EXTRA, prompts, run
 from model_fixtures import kernels_k3_spec, random_checkpoint
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from dayone.adapters.model import Capture, SpecModel, WeightLoader
-from dayone.numerics import assert_close
+from dayone.core.numerics import assert_close
 
 
 def _run(spec, tensors, tier, ids, capture=None):

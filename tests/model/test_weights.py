@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from dayone.adapters.model import SpecModel, WeightLoader
-from dayone.errors import InputError
-from dayone.numerics import assert_close
+from dayone.core.errors import InputError
+from dayone.core.numerics import assert_close
 
 
 def _load(spec, tensors, tier="reference"):

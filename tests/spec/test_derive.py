@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 from dayone.spec.derive import derive_spec
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression, to_index_lists

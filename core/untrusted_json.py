@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from dayone.errors import InputError
+from dayone.core.errors import InputError
 
 MAX_DEPTH = 64
 INT_LIMIT = 1 << 63  # ints are sizes, offsets, token ids: any real one fits in an int64 (torch's index type)

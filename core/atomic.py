@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dayone.redact import redact
+from dayone.core.redact import redact
 
 
 def write_atomic(path: Path, text: str) -> None:
