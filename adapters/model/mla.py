@@ -6,7 +6,8 @@ k_nope, v = split(kv_b(c), [nope, v]) per head; k = [k_nope | k_rope shared by a
 causal softmax attention with scale (nope + rope)^-0.5; out = o_proj(attn [* sigmoid(g_proj(x))]).
 The cache keeps c | k_rope per token. The reference tier up-projects every cached latent; the fast tier absorbs
 kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load), and its decode step
-(one token per request) calls `dayone.kernels.mla_decode` over the cache laid out as one page per request.
+(one token per request) writes the new latents in place into the paged cache (cache.MLAState) and calls
+`dayone.kernels.mla_decode` on its page table.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from dayone.adapters.model.batch import Batch
-from dayone.adapters.model.cache import MLAState
+from dayone.adapters.model.cache import PAGE_SIZE, MLAState
 from dayone.adapters.model.capture import Capture
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
@@ -56,8 +57,9 @@ class MLA(SpecModule):
         self.w_kc = kv_b[:, : self.nope].contiguous()
         self.w_vc = kv_b[:, self.nope :].contiguous()
 
-    def new_state(self, batch_size: int, device=None) -> MLAState:
-        return MLAState([torch.zeros(0, self.C + self.R, dtype=self.tier.dtype, device=device)] * batch_size)
+    def new_state(self, batch_size: int, device=None, page_size: int = PAGE_SIZE, capacity_tokens: int = 0) -> MLAState:
+        """An empty paged latent cache; capacity_tokens per request reserved up front (it grows past them)."""
+        return MLAState(batch_size, self.C + self.R, self.tier.dtype, device, page_size, capacity_tokens)
 
     def forward(self, x: torch.Tensor, batch: Batch, state: MLAState | None, capture: Capture | None = None):
         """x [N, D] packed normalized inputs -> [N, D]. state (if given): latents read and extended."""
@@ -72,12 +74,12 @@ class MLA(SpecModule):
         out = x.new_zeros(N, self.H, self.vdim)
         decode = not self.tier.is_reference and state is not None and N > 0 and all(n == 1 for n in batch.seqlens)
         for b, s, e in [] if decode else batch.spans():
-            past = state.latents[b] if state is not None else latents[:0]
-            keys = torch.cat([past, latents[s:e]])
+            past = state.lengths[b] if state is not None else 0
             if state is not None:
-                state.latents[b] = keys
+                state.append(b, latents[s:e])
+            keys = state.tokens(b) if state is not None else latents[s:e]
             attend = self._reference if self.tier.is_reference else self._absorbed
-            out[s:e] = attend(q[s:e], keys, past.shape[0])
+            out[s:e] = attend(q[s:e], keys, past)
         if decode:
             out = self._decode(q, latents, state)
         out = out.reshape(N, self.H * self.vdim)
@@ -112,24 +114,17 @@ class MLA(SpecModule):
         return torch.einsum("hnc,hvc->nhv", out_lat, self.w_vc)
 
     def _decode(self, q: torch.Tensor, latents: torch.Tensor, state: MLAState) -> torch.Tensor:
-        """One new token per request: q [B, H, nope + rope], latents [B, C + R] -> [B, H, v]; extends the cache.
+        """One new token per request: q [B, H, nope + rope], latents [B, C + R] -> [B, H, v].
 
-        The kernel reads a paged cache; here each request's latents are one page of the longest request's length
-        (a copy per step, as the per-request concatenation already is), page_table[b] = [b]."""
+        The new latents are written in place into the paged cache, which the kernel reads through its page table
+        as an engine's would: nothing already cached is copied."""
         from dayone.kernels.mla_decode import mla_decode
 
-        B = q.shape[0]
-        for b in range(B):
-            state.latents[b] = torch.cat([state.latents[b], latents[b : b + 1]])
-        lens = [t.shape[0] for t in state.latents]
-        pages = latents.new_zeros(B, max(lens), self.C + self.R)
-        for b, t in enumerate(state.latents):
-            pages[b, : lens[b]] = t
-        table = torch.arange(B, dtype=torch.int32, device=q.device)[:, None]
-        seq_lens = torch.tensor(lens, dtype=torch.int32, device=q.device)
+        state.append_step(latents)
         q_nope, q_rope = q.split([self.nope, self.R], dim=-1)
         q_abs = torch.cat([torch.einsum("nhd,hdc->nhc", q_nope, self.w_kc), q_rope], dim=-1)  # [B, H, C + R]
         out_lat = mla_decode(
-            q_abs, pages, table, seq_lens, self.C, self.scale, backend=self.tier.backend("mla_decode", q)
-        )  # [B, H, C]
+            q_abs, state.pool, state.page_table, state.seq_lens, self.C, self.scale,
+            backend=self.tier.backend("mla_decode", q),
+        )  # [B, H, C]  # fmt: skip
         return torch.einsum("nhc,hvc->nhv", out_lat, self.w_vc)
