@@ -1,49 +1,27 @@
 """HF config.json -> ModelSpec, for `kimi_k3` (composite) and `kimi_linear` (including transformers 5.x configs).
 
-Every value of the spec comes from a config field, or from the storage conventions of the model type's releases
-(FAMILY_CONVENTIONS) where the config is silent. Contradictions between fields are errors naming the fields.
+Every value of the spec comes from a config field, from config.json's `dayone` block (spec fields HF has no key for,
+config_block.py), or from the storage conventions of the model type's releases where the config is silent: a
+conventions file (spec/conventions/<model_type>.yaml, found by family.py) or the config's own conventions block.
+Contradictions between fields are errors naming the fields.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Container
+from collections.abc import Container, Sequence
+from pathlib import Path
 from typing import Any
 
 from dayone.core.errors import InputError
 from dayone.spec.bounds import MAX_DIM, MAX_INTERMEDIATE, MAX_LAYERS, MAX_TOKEN_ID
+from dayone.spec.config_block import FIELDS, KEY, DayoneBlock, read_block
+from dayone.spec.family import FamilyConventions, conventions_for
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression
 from dayone.spec.registry import validation_message
 from dayone.spec.schema import MODEL_TYPE_PATTERN, ModelSpec, is_identifier
 from pydantic import ValidationError
-
-# What each model type's releases store that config.json does not say.
-FAMILY_CONVENTIONS: dict[str, dict[str, Any]] = {
-    "kimi_k3": {
-        "prefix": "language_model.model.",
-        "lm_head": "language_model.lm_head.weight",
-        "float32": ["kda.conv", "kda.a_log", "kda.dt_bias", "kda.o_norm", "moe.correction_bias"],
-        "a_log_pad_to": 128,  # A_log is stored flat and zero-padded to a multiple of 128 heads
-        "passthrough": ["vision_tower.", "mm_projector."],
-        "architecture": "KimiK3ForConditionalGeneration",
-        # The vendor reference builds q_a/kv_a layernorms with 1e-6, Miles with rms_norm_eps (1e-5); dayone follows
-        # Miles, whose numbers the RL gate is measured against (reference/kimi-k3.md).
-        "mla_norm_eps": None,
-    },
-    "kimi_linear": {
-        "prefix": "model.",
-        "lm_head": "lm_head.weight",
-        "float32": ["kda.a_log", "kda.dt_bias"],
-        "a_log_pad_to": None,  # A_log is stored as [1, 1, H, 1]
-        "passthrough": [],
-        "architecture": "KimiLinearForCausalLM",
-        # The vendor code and transformers' port build q_a/kv_a layernorms with their default eps, 1e-6, not
-        # rms_norm_eps: the independent oracle decides.
-        "mla_norm_eps": 1e-6,
-    },
-}
-
 
 _MODEL_TYPE = re.compile(MODEL_TYPE_PATTERN)
 
@@ -133,18 +111,29 @@ def derive_spec(
     tensor_names: Container[str] | None = None,
     num_shards: int | None = None,
     where: str = "config.json",
+    conventions_dirs: Sequence[Path] = (),
 ) -> ModelSpec:
-    """Build the spec a config.json describes. tensor_names (from a checkpoint's index) settle naming quirks."""
+    """Build the spec a config.json describes. tensor_names (from a checkpoint's index) settle naming quirks;
+    conventions_dirs are searched for the model type's conventions file before $DAYONE_CONVENTIONS and the shipped."""
+    return derive_with_conventions(config, name, tensor_names, num_shards, where, conventions_dirs)[0]
+
+
+def derive_with_conventions(
+    config: dict,
+    name: str,
+    tensor_names: Container[str] | None = None,
+    num_shards: int | None = None,
+    where: str = "config.json",
+    conventions_dirs: Sequence[Path] = (),
+) -> tuple[ModelSpec, FamilyConventions]:
+    """derive_spec, and the conventions it used (their `source` names the file)."""
     if not isinstance(config, dict):
         raise InputError(f"{where}: expected a JSON object")
+    block = read_block(config, where)
     model_type = config.get("model_type")
-    if not isinstance(model_type, str) or model_type not in FAMILY_CONVENTIONS:
-        raise InputError(
-            f"{where}: model_type {model_type!r} is not supported (known: {', '.join(FAMILY_CONVENTIONS)})"
-        )
-    conventions = FAMILY_CONVENTIONS[model_type]
+    conventions = conventions_for(model_type, conventions_dirs, block.conventions, where)
     top = _Fields(config, where)
-    if model_type == "kimi_k3":
+    if conventions.text_config:
         text_config = top.get("text_config")
         if not isinstance(text_config, dict):
             raise InputError(f"{where}: text_config must be an object")
@@ -159,7 +148,7 @@ def derive_spec(
 
     spec: dict[str, Any] = {
         "name": name,
-        "hf": _identity(config, text_config if model_type == "kimi_k3" else None, conventions, where),
+        "hf": _identity(config, text_config if conventions.text_config else None, conventions, where),
         "num_layers": num_layers,
         "hidden_size": hidden,
         "vocab_size": text.integer("vocab_size"),
@@ -186,21 +175,38 @@ def derive_spec(
         spec["quantization"] = _quantization(quant, where)
     if config.get("vision_config") is not None:
         spec["passthrough"] = {
-            "prefixes": conventions["passthrough"],
+            "prefixes": list(conventions.passthrough),
             "vision": _vision(config["vision_config"], where),
         }
     spec["token_ids"] = _token_ids(config, text)
     if num_shards is not None:
         spec["release"] = {"num_shards": num_shards}
+    _apply_block(spec, block, where)
     try:
-        return ModelSpec.model_validate(spec)
+        return ModelSpec.model_validate(spec), conventions
     except ValidationError as err:
         raise InputError(validation_message(err, where)) from None
 
 
-def _identity(config: dict, text_config: dict | None, conventions: dict, where: str) -> dict:
+def _apply_block(spec: dict, block: DayoneBlock, where: str) -> None:
+    """The dayone block's fields over what the vendor keys and the conventions gave (config_block.FIELDS)."""
+    for (section, field), path in FIELDS.items():
+        value = getattr(getattr(block, section), field)
+        if value is None:
+            continue
+        parent = spec
+        for key in path[:-1]:
+            if not isinstance(parent.get(key), dict):
+                raise InputError(f"{where}: {KEY}.{section}.{field} is set but the model has no {'.'.join(path[:-1])}")
+            parent = parent[key]
+        parent[path[-1]] = list(value) if isinstance(value, tuple) else value
+    if block.conventions is not None:
+        spec["conventions"] = block.conventions.model_dump(mode="json", exclude_none=True)
+
+
+def _identity(config: dict, text_config: dict | None, conventions: FamilyConventions, where: str) -> dict:
     # A bare config saved by transformers (no model attached) has no architectures: use the family's.
-    archs = _architectures(config, where) or [conventions["architecture"]]
+    archs = _architectures(config, where) or [conventions.architecture]
     identity = {"architecture": archs[0], "model_type": config["model_type"]}
     if text_config is not None:
         text_archs = _architectures(text_config, f"{where}: text_config")
@@ -297,7 +303,7 @@ def _activation(text: _Fields) -> dict:
     raise InputError(f"{text.where}: hidden_act {act!r} is not supported (silu, situ)")
 
 
-def _kda(text: _Fields, conventions: dict) -> dict:
+def _kda(text: _Fields, conventions: FamilyConventions) -> dict:
     linear = _Fields(text.data.get("linear_attn_config") or {}, f"{text.where}: linear_attn_config")
     heads = _integer(_either(linear, "num_heads", text, "linear_num_heads"), f"{linear.where}: num_heads", MAX_DIM)
     head_dim = _integer(_either(linear, "head_dim", text, "linear_head_dim"), f"{linear.where}: head_dim", MAX_DIM)
@@ -306,14 +312,15 @@ def _kda(text: _Fields, conventions: dict) -> dict:
         f"{linear.where}: short_conv_kernel_size",
     )
     bound = linear.real("gate_lower_bound", default=None)
+    # The vendor configs have no key for the gate ranks: the releases' are head_dim (the dayone block may say else).
     gate = (
         {"kind": "safe", "lower_bound": bound, "rank": head_dim}
         if bound is not None
         else {"kind": "plain", "rank": head_dim}
     )
     full_rank = linear.flag("use_full_rank_gate", default=False)
-    pad_to = conventions["a_log_pad_to"]
-    a_log_shape = [-(-heads // pad_to) * pad_to] if pad_to else [1, 1, heads, 1]
+    pad_to = conventions.a_log_pad_to
+    a_log_shape = [-(-heads // pad_to) * pad_to] if conventions.a_log_layout == "flat" else [1, 1, heads, 1]
     return {
         "num_heads": heads,
         "head_dim": head_dim,
@@ -340,7 +347,7 @@ def _either(first: _Fields, first_key: str, second: _Fields, second_key: str, de
     return a if a is not None else b
 
 
-def _mla(text: _Fields, conventions: dict) -> dict:
+def _mla(text: _Fields, conventions: FamilyConventions) -> dict:
     heads = text.integer("num_attention_heads")
     kv_heads = text.get("num_key_value_heads", default=heads)
     if kv_heads not in (None, heads):
@@ -355,7 +362,9 @@ def _mla(text: _Fields, conventions: dict) -> dict:
         # transformers' kimi_linear is NoPE unconditionally and writes no mla_use_nope.
         "nope": text.flag("mla_use_nope", default=True),
         "output_gate": text.flag("mla_use_output_gate", default=False),
-        "norm_eps": conventions["mla_norm_eps"] or text.real("rms_norm_eps"),
+        "norm_eps": text.real("rms_norm_eps")
+        if conventions.mla_norm_eps == "rms_norm_eps"
+        else conventions.mla_norm_eps,
     }
 
 
@@ -383,23 +392,25 @@ def _moe(text: _Fields) -> dict:
     }
 
 
-def _naming(config: dict, text: _Fields, conventions: dict, tensor_names: Container[str] | None, ffn: str) -> dict:
+def _naming(
+    config: dict, text: _Fields, conventions: FamilyConventions, tensor_names: Container[str] | None, ffn: str
+) -> dict:
     dtype = text.data.get("dtype") or text.data.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype")
     dtype = dtype or "bfloat16"
     if dtype not in ("bfloat16", "float16", "float32"):
         raise InputError(f"{text.where}: dtype {dtype!r} is not supported (bfloat16, float16, float32)")
     naming = {
-        "prefix": conventions["prefix"],
-        "lm_head": conventions["lm_head"],
+        "prefix": conventions.prefix,
+        "lm_head": conventions.lm_head,
         "moe_block": "block_sparse_moe",
         "dtype": dtype,
-        "float32": conventions["float32"] if dtype != "float32" else [],
+        "float32": list(conventions.float32) if dtype != "float32" else [],
     }
     # transformers 5.x save_pretrained writes the dense layer's MLP under the MoE block's name too.
     dense_block = "mlp"
     if tensor_names is not None:
         dense = [i for i, kind in enumerate(parse_expression(ffn, ("dense", "moe"), "layout.ffn")) if kind == "dense"]
-        moe_named = f"{conventions['prefix']}layers.{{}}.block_sparse_moe.gate_proj.weight"
+        moe_named = f"{conventions.prefix}layers.{{}}.block_sparse_moe.gate_proj.weight"
         if dense and moe_named.format(dense[0]) in tensor_names:
             dense_block = "block_sparse_moe"
     elif "mlp_layer_types" in text.data:

@@ -2,18 +2,79 @@
 
 The inverse of derive.py: derive_spec(to_hf_config(spec)) == spec (tested). Layer lists are written 1-based in
 linear_attn_config, as the releases do; kimi_k3 is written as the composite config with text_config and
-vision_config, and its quantization_config inside text_config.
+vision_config, and its quantization_config inside text_config. Spec fields the vendor config has no key for go
+into the namespaced `dayone` block (config_block.py), and only when they differ from what derivation assumes: the
+config is derived back, and a field that still reads back differently is refused with one line naming it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dayone.core.errors import InputError
+from dayone.spec.config_block import FIELDS, KEY
 from dayone.spec.layout import to_index_lists
 from dayone.spec.schema import ModelSpec
 
 
 def to_hf_config(spec: ModelSpec) -> dict[str, Any]:
+    """The config.json a release of `spec` carries; InputError naming the first spec field it cannot carry."""
+    from dayone.spec.derive import derive_spec  # derive does not import this module: no cycle, but keep it local
+
+    config = _vendor_config(spec)
+    block: dict[str, Any] = {}
+    if spec.conventions is not None:
+        block["conventions"] = spec.conventions.model_dump(mode="json", exclude_none=True)
+    where = f"spec {spec.name} -> config.json"
+    wanted = _used(spec)
+    if block:
+        config[KEY] = block
+    got = _used(derive_spec(config, spec.name, where=where))
+    for (section, field), path in FIELDS.items():
+        if _at(wanted, path) != _at(got, path) and isinstance(_at(got, path[:-1]), dict):
+            block.setdefault(section, {})[field] = _at(wanted, path)
+    if block:
+        config[KEY] = block
+        got = _used(derive_spec(config, spec.name, where=where))
+    if got != wanted:
+        path, ours, theirs = _first_difference(wanted, got)
+        raise InputError(
+            f"{where}: {path}={ours!r:.80} cannot be written to config.json (it would read back as {theirs!r:.80})"
+        )
+    return config
+
+
+def _used(spec: ModelSpec) -> dict[str, Any]:
+    """The spec as data, less what no layer uses (a kda, mla, moe or dense section the layout never names, as in
+    the first layers of a model cut short): the config carries the layers, and derivation reads what they use."""
+    unused = {"release"}
+    unused |= {name for name in ("kda", "mla") if name not in spec.attention_kinds}
+    unused |= {"moe"} if "moe" not in spec.ffn_kinds else set()
+    unused |= {"dense_intermediate_size"} if "dense" not in spec.ffn_kinds else set()
+    data = spec.model_dump(mode="json", exclude=unused)
+    # a layout is compared layer by layer: "1 x [kda mla]", "[kda mla]" and index lists are the same layers
+    data["layout"] = {"attention": list(spec.attention_kinds), "ffn": list(spec.ffn_kinds)}
+    return data
+
+
+def _at(data: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any]:
+    """The first field (dotted path) where two dumped specs differ, with both values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)
+    return path, a, b
+
+
+def _vendor_config(spec: ModelSpec) -> dict[str, Any]:
     text = _text_config(spec)
     if spec.hf.text_model_type is None:
         return {"architectures": [spec.hf.architecture], "model_type": spec.hf.model_type, **text}

@@ -309,6 +309,39 @@ class Layout(Strict):
     )
 
 
+class Conventions(Strict):
+    """What a model type's releases store that config.json does not say: spec/conventions/<model_type>.yaml, a
+    folder given with --conventions or $DAYONE_CONVENTIONS, or a spec's own `conventions` block.
+
+    A conventions file either states every field or `extends` another model type's conventions and states only what
+    differs: a field left out (or null) is inherited."""
+
+    extends: ModelType | None = Field(default=None, description="model type whose conventions this one starts from")
+    architecture: Identifier | None = Field(
+        default=None, description="top-level class name, used when config.json lists no architectures"
+    )
+    text_config: StrictBool | None = Field(
+        default=None, description="the language model's fields are nested in text_config (a composite config)"
+    )
+    prefix: ModuleName | None = Field(default=None, description="prefix of the language model's tensors")
+    lm_head: TensorName | None = Field(default=None, description="full name of the output head tensor")
+    float32: tuple[Selector, ...] | None = Field(
+        default=None, max_length=64, description="roles stored in float32 when the checkpoint dtype is lower"
+    )
+    a_log_layout: Literal["flat", "per_head"] | None = Field(
+        default=None, description="A_log stored as [N] (flat, N padded: a_log_pad_to) or as [1, 1, num_heads, 1]"
+    )
+    a_log_pad_to: int | None = Count(
+        MAX_DIM, default=None, description="flat A_log: heads zero-padded to a multiple of this (1: no padding)"
+    )
+    passthrough: tuple[Selector, ...] | None = Field(
+        default=None, max_length=64, description="prefixes of tensors kept as they are (vision tower, projector)"
+    )
+    mla_norm_eps: Annotated[float, Real(gt=0, lt=1)] | Literal["rms_norm_eps"] | None = Field(
+        default=None, description="eps of the q_a/kv_a layernorms: a number, or rms_norm_eps to take the config's"
+    )
+
+
 class Release(Strict):
     """Facts of a published checkpoint that are not architecture: its repo and shard count."""
 
@@ -349,6 +382,9 @@ class ModelSpec(Strict):
     passthrough: Passthrough | None = None
     token_ids: TokenIds = TokenIds()
     release: Release = Release()
+    conventions: Conventions | None = Field(
+        default=None, description="family conventions for a model type without a conventions file (see Conventions)"
+    )
 
     @model_validator(mode="after")
     def _parts_match_layout(self) -> ModelSpec:

@@ -94,30 +94,48 @@ def show(name_or_file: str, as_json: bool) -> None:
 @click.argument("source")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the YAML here.")
 @click.option("--name", help="Spec name (default: from the folder or file name).")
-def derive(source: str, output: Path | None, name: str | None) -> None:
+@click.option(
+    "--conventions",
+    "conventions_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="A folder of conventions files (<model_type>.yaml), searched before $DAYONE_CONVENTIONS and the shipped.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the spec and the conventions it was derived with.")
+def derive(
+    source: str, output: Path | None, name: str | None, conventions_dirs: tuple[Path, ...], as_json: bool
+) -> None:
     """Derive a spec from an HF config.json or a checkpoint folder."""
     from dayone.checkpoint.reader import read_config
     from dayone.commands.spec_source import slug, spec_for_checkpoint
     from dayone.spec.derive import derive_spec
-    from dayone.spec.registry import spec_to_yaml
+    from dayone.spec.family import conventions_for, searching
+    from dayone.spec.registry import spec_to_dict, spec_to_yaml
 
     path = Path(source)
-    if path.is_file():
-        config = read_config(path)
-        default = path.parent.name if path.name == "config.json" else path.stem
-        s = derive_spec(config, name or slug(default), where=str(path))
-    else:  # a checkpoint folder, or an HF repo id[@revision] as `inspect` takes them
-        from dayone.checkpoint.resolve import open_checkpoint
+    with searching(conventions_dirs):
+        if path.is_file():
+            config = read_config(path)
+            default = path.parent.name if path.name == "config.json" else path.stem
+            s = derive_spec(config, name or slug(default), where=str(path))
+        else:  # a checkpoint folder, or an HF repo id[@revision] as `inspect` takes them
+            from dayone.checkpoint.resolve import open_checkpoint
 
-        s = spec_for_checkpoint(open_checkpoint(source), None)
-        if name:
-            s = s.model_copy(update={"name": name})
+            s = spec_for_checkpoint(open_checkpoint(source), None)
+            if name:
+                s = s.model_copy(update={"name": name})
+        used = conventions_for(s.hf.model_type, inline=s.conventions)
     text = spec_to_yaml(s)
     if output:
         write_atomic(output, text)
-        console.print(f"wrote {output}")
+    if as_json:
+        emit_json({"spec": spec_to_dict(s), "conventions": {"model_type": used.model_type, "source": used.source,
+                   "extends": list(used.chain[1:])}, "output": str(output) if output else None})  # fmt: skip
+    elif output:
+        console.print(f"wrote {output} (conventions: {used.source})", markup=False)
     else:
         click.echo(text, nl=False)
+        click.echo(f"conventions: {used.source}", err=True)
 
 
 @spec.command("schema")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dayone.core.errors import InputError
-from dayone.spec.derive import FAMILY_CONVENTIONS
+from dayone.spec.family import conventions_for
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -109,7 +109,7 @@ def scaled_spec(spec: ModelSpec, scale: str | Scale, layers: int | None = None) 
 def _a_log_shape(spec: ModelSpec, heads: int) -> list[int]:
     """A_log stored the way the family's releases store it (K3: flat, zero-padded to a multiple of 128;
     Kimi Linear: [1, 1, H, 1]), so the config -> spec derivation of the synthetic checkpoint gives this spec back."""
-    pad_to = FAMILY_CONVENTIONS.get(spec.hf.model_type, {}).get("a_log_pad_to")
+    pad_to = conventions_for(spec.hf.model_type, inline=spec.conventions).a_log_pad_to
     assert spec.kda is not None
     if len(spec.kda.a_log_shape) == 4:
         return [1, 1, heads, 1]
