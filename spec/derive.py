@@ -16,7 +16,7 @@ from typing import Any
 
 from dayone.core.errors import InputError
 from dayone.spec.bounds import MAX_DIM, MAX_INTERMEDIATE, MAX_LAYERS, MAX_TOKEN_ID
-from dayone.spec.config_block import FIELDS, KEY, DayoneBlock, read_block
+from dayone.spec.config_block import FIELDS, DayoneBlock, read_block
 from dayone.spec.family import FamilyConventions, conventions_for
 from dayone.spec.layout import from_index_lists, parse_expression, to_expression
 from dayone.spec.registry import validation_message
@@ -181,23 +181,23 @@ def derive_with_conventions(
     spec["token_ids"] = _token_ids(config, text)
     if num_shards is not None:
         spec["release"] = {"num_shards": num_shards}
-    _apply_block(spec, block, where)
+    _apply_block(spec, block)
     try:
         return ModelSpec.model_validate(spec), conventions
     except ValidationError as err:
         raise InputError(validation_message(err, where)) from None
 
 
-def _apply_block(spec: dict, block: DayoneBlock, where: str) -> None:
+def _apply_block(spec: dict, block: DayoneBlock) -> None:
     """The dayone block's fields over what the vendor keys and the conventions gave (config_block.FIELDS)."""
     for (section, field), path in FIELDS.items():
         value = getattr(getattr(block, section), field)
         if value is None:
             continue
-        parent = spec
-        for key in path[:-1]:
-            if not isinstance(parent.get(key), dict):
-                raise InputError(f"{where}: {KEY}.{section}.{field} is set but the model has no {'.'.join(path[:-1])}")
+        parent = spec.get(path[0])
+        if not isinstance(parent, dict):
+            continue  # no layer uses the section (a checkpoint pruned to its first layers): unused, as its vendor keys
+        for key in path[1:-1]:
             parent = parent[key]
         parent[path[-1]] = list(value) if isinstance(value, tuple) else value
     if block.conventions is not None:

@@ -136,3 +136,13 @@ def test_hostile_dayone_block_is_one_line(block, fragment):
     with pytest.raises(InputError) as err:
         derive_spec(config, "x")
     assert fragment in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_block_fields_of_a_section_no_layer_uses_are_ignored():
+    """A checkpoint pruned to layers without KDA keeps its config's KDA keys, vendor and dayone alike, unused."""
+    config = to_hf_config(variant("kimi-linear-48b-a3b", GATES[0], 32, "low_rank", 16))
+    assert config["dayone"]["kda"] == {"gate_rank": 32, "output_gate_rank": 16}
+    layers = config["num_hidden_layers"]
+    config["linear_attn_config"].update(kda_layers=[], full_attn_layers=list(range(1, layers + 1)))
+    spec = derive_spec(config, "x")
+    assert spec.kda is None and set(spec.attention_kinds) == {"mla"}
