@@ -361,11 +361,51 @@ def _mla(text: _Fields, conventions: FamilyConventions) -> dict:
         "v_head_dim": text.integer("v_head_dim"),
         # transformers' kimi_linear is NoPE unconditionally and writes no mla_use_nope.
         "nope": text.flag("mla_use_nope", default=True),
+        "rope": None if text.flag("mla_use_nope", default=True) else _mla_rope(text),
         "output_gate": text.flag("mla_use_output_gate", default=False),
         "norm_eps": text.real("rms_norm_eps")
         if conventions.mla_norm_eps == "rms_norm_eps"
         else conventions.mla_norm_eps,
     }
+
+
+# the keys of a yarn rope_scaling (DeepSeek-V3's config.json) that mla.rope.scaling takes, under the same names
+_YARN_KEYS = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim")
+
+
+def _mla_rope(text: _Fields) -> dict:
+    """mla.rope of a rotary MLA: rope_theta, rope_interleave (transformers' DeepSeek-V3 default: true) and
+    rope_scaling as DeepSeek-V3 writes them, or transformers 5.x's rope_parameters (theta and scaling in one)."""
+    params = text.get("rope_parameters", default=None)
+    nested = _Fields(params, f"{text.where}: rope_parameters") if params is not None else None
+    theta = _either(text, "rope_theta", nested, "rope_theta") if nested else text.real("rope_theta")
+    scaling = text.get("rope_scaling", default=None)
+    where = f"{text.where}: rope_scaling"
+    if scaling is None and nested is not None:
+        scaling, where = params, nested.where
+    rope: dict[str, Any] = {"theta": theta, "interleave": text.flag("rope_interleave", default=True)}
+    if scaling is None:
+        return rope
+    fields = _Fields(scaling, where)
+    kind = fields.text("type", "rope_type", default="default")
+    if kind == "default":
+        return rope
+    if kind != "yarn":
+        raise InputError(f"{where}: type {kind!r} is not implemented for MLA rope (yarn or default)")
+    if fields.get("truncate", default=True) is not True:
+        raise InputError(f"{where}: truncate {fields.data['truncate']!r} is not implemented (the yarn ramp rounds)")
+    known = {"type", "rope_type", "rope_theta", "truncate", *_YARN_KEYS}
+    for key in fields.data:
+        if key not in known:
+            raise InputError(f"{where}: {key} is not implemented for yarn MLA rope")
+    yarn = {"kind": "yarn", "factor": float(fields.real("factor")),
+            "original_max_position_embeddings": fields.integer("original_max_position_embeddings")}  # fmt: skip
+    for key in _YARN_KEYS[2:]:
+        value = fields.real(key, default=None)
+        if value is not None:
+            yarn[key] = float(value)
+    rope["scaling"] = yarn
+    return rope
 
 
 def _moe(text: _Fields) -> dict:

@@ -134,6 +134,10 @@ def _text_config(spec: ModelSpec) -> dict[str, Any]:
         )
         if m.output_gate:
             c["mla_use_output_gate"] = True
+        if m.rope is not None:  # as DeepSeek-V3's config.json writes them
+            c.update(rope_theta=m.rope.theta, rope_interleave=m.rope.interleave)
+            if m.rope.scaling is not None:
+                c["rope_scaling"] = {"type": "yarn", **m.rope.scaling.model_dump(exclude={"kind"})}
     else:
         # transformers requires attention head counts even for an all-KDA stack.
         c.update(num_attention_heads=spec.kda.num_heads, num_key_value_heads=spec.kda.num_heads)  # type: ignore[union-attr]

@@ -143,8 +143,41 @@ class KDASpec(Strict):
         return size - self.num_heads
 
 
+class RopeScaling(Strict):
+    """YaRN context extension, the fields DeepSeek-V3's config.json writes in rope_scaling. Frequencies of the dims
+    that turn fewer than beta_slow times over original_max_position_embeddings are divided by factor, those turning
+    more than beta_fast times kept, a linear ramp between; with m(s, k) = 0.1 k ln s + 1 (1 for s <= 1), cos and sin
+    are multiplied by m(factor, mscale) / m(factor, mscale_all_dim) and the softmax scale by m(factor,
+    mscale_all_dim)^2."""
+
+    kind: Literal["yarn"] = Field(description="rope_scaling.type (or rope_type); only yarn is implemented")
+    factor: float = Real(ge=1)
+    original_max_position_embeddings: int = Count(MAX_POSITIONS)
+    beta_fast: float = Real(default=32.0, gt=0)
+    beta_slow: float = Real(default=1.0, gt=0)
+    mscale: float = Real(default=1.0, ge=0)
+    mscale_all_dim: float = Real(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ramp_is_ordered(self) -> RopeScaling:
+        if self.beta_fast < self.beta_slow:
+            raise ValueError(f"beta_fast {self.beta_fast} is below beta_slow {self.beta_slow}")
+        return self
+
+
+class Rope(Strict):
+    """Rotary position embedding of MLA's qk_rope dims (q's per head, the shared k_pe), DeepSeek-V3's convention."""
+
+    theta: float = Real(gt=0, description="rope_theta: the base of the rotary frequencies")
+    interleave: StrictBool = Field(
+        default=True, description="rotate adjacent pairs (x0, x1), (x2, x3), ... (DeepSeek-V3); false: halves"
+    )
+    scaling: RopeScaling | None = None
+
+
 class MLASpec(Strict):
-    """Multi-head latent attention. With nope=True the 'rope' dims are used unrotated (no positional encoding)."""
+    """Multi-head latent attention. With nope=True the 'rope' dims are used unrotated (no positional encoding);
+    with nope=False they are rotated as `rope` says."""
 
     num_heads: int = Count(MAX_HEADS)
     q_lora_rank: int | None = Count(MAX_DIM, default=None)
@@ -153,8 +186,19 @@ class MLASpec(Strict):
     qk_rope_head_dim: int = Count(MAX_DIM)
     v_head_dim: int = Count(MAX_DIM)
     nope: StrictBool = True
+    rope: Rope | None = None
     output_gate: StrictBool = False
     norm_eps: float = Real(gt=0, lt=1, description="eps of q_a_layernorm and kv_a_layernorm")
+
+    @model_validator(mode="after")
+    def _rope_matches_nope(self) -> MLASpec:
+        if self.nope and self.rope is not None:
+            raise ValueError("rope is given but nope is true (the rope dims are never rotated): drop one")
+        if not self.nope and self.rope is None:
+            raise ValueError("nope is false: rope (theta, and scaling if any) is required")
+        if not self.nope and self.qk_rope_head_dim % 2:
+            raise ValueError(f"qk_rope_head_dim {self.qk_rope_head_dim} must be even to be rotated in pairs")
+        return self
 
     @property
     def qk_head_dim(self) -> int:

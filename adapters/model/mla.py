@@ -1,13 +1,14 @@
-"""Multi-head latent attention, NoPE (the "rope" dims are never rotated), optional q LoRA and output gate.
+"""Multi-head latent attention, NoPE or rotary (`rope.py`), optional q LoRA and output gate.
 
 Per token, H heads: q = q_b(q_a_layernorm(q_a(x))) (or q_proj(x)) as [H, nope | rope];
 c, k_rope = split(kv_a_proj_with_mqa(x), [kv_lora, rope]); c = kv_a_layernorm(c);
 k_nope, v = split(kv_b(c), [nope, v]) per head; k = [k_nope | k_rope shared by all heads];
-causal softmax attention with scale (nope + rope)^-0.5; out = o_proj(attn [* sigmoid(g_proj(x))]).
-The cache keeps c | k_rope per token. The reference tier up-projects every cached latent; the fast tier absorbs
-kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load), and its decode step
-(one token per request) writes the new latents in place into the paged cache (cache.MLAState) and calls
-`dayone.kernels.mla_decode` on its page table.
+causal softmax attention with scale (nope + rope)^-0.5 (times YaRN's mscale^2); out = o_proj(attn [* sigmoid(g(x))]).
+With rope (mla.nope false), q's rope dims and k_rope turn by the token's position first, so the cache keeps
+c | rotated k_rope per token, as the engines' caches do. The reference tier up-projects every cached latent; the
+fast tier absorbs kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load),
+and its decode step (one token per request) writes the new latents in place into the paged cache (cache.MLAState)
+and calls `dayone.kernels.mla_decode` on its page table.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dayone.adapters.model.capture import Capture
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
-from dayone.core.errors import InputError
+from dayone.adapters.model.rope import Rotary, softmax_scale
 from dayone.spec.schema import ModelSpec
 
 
@@ -29,12 +30,11 @@ class MLA(SpecModule):
         super().__init__(tier)
         mla = spec.mla
         assert mla is not None
-        if not mla.nope:
-            raise InputError(f"spec {spec.name}: mla.nope is false; rotary MLA is not implemented by the model")
         D, H = spec.hidden_size, mla.num_heads
         self.H, self.C, self.R = H, mla.kv_lora_rank, mla.qk_rope_head_dim
         self.nope, self.vdim, self.eps = mla.qk_nope_head_dim, mla.v_head_dim, mla.norm_eps
-        self.scale = mla.qk_head_dim**-0.5
+        self.scale = softmax_scale(mla)
+        self.rotary = Rotary(mla.rope, self.R) if mla.rope is not None else None  # None: NoPE
         self.q_lora = mla.q_lora_rank is not None
         if self.q_lora:
             self.add_weight("q_a_proj", (mla.q_lora_rank, D), "mla.q_a", device)
@@ -70,6 +70,11 @@ class MLA(SpecModule):
             q = F.linear(x, self.q_proj)
         q = q.view(N, self.H, self.nope + self.R)
         c, k_rope = F.linear(x, self.kv_a_proj_with_mqa).split([self.C, self.R], dim=-1)
+        if self.rotary is not None:  # q's rope dims and the shared k_pe turn by each token's position
+            positions = torch.cat([torch.arange(p, p + n, device=x.device) for n, p in zip(batch.seqlens, batch.past)])
+            q_nope, q_rope = q.split([self.nope, self.R], dim=-1)
+            q = torch.cat([q_nope, self.rotary.rotate(q_rope, positions)], dim=-1)
+            k_rope = self.rotary.rotate(k_rope, positions)
         latents = torch.cat([rms_norm(c, self.kv_a_layernorm, self.eps), k_rope], dim=-1)  # [N, C + R]
         out = x.new_zeros(N, self.H, self.vdim)
         decode = not self.tier.is_reference and state is not None and N > 0 and all(n == 1 for n in batch.seqlens)

@@ -29,7 +29,10 @@ HONOURED = {
     "dense prefix of two": ({"layout": {"ffn": "[dense dense] + 3 x [moe]"}}, 'if layer_id in LAYERS["moe"]:'),
 }
 REFUSED = {
-    "RoPE MLA": ({"mla": {"nope": False}}, "mla.nope: false (MLA with RoPE) is not supported by target sglang"),
+    "RoPE MLA": (
+        {"mla": {"nope": False, "rope": {"theta": 10000.0}}},
+        "mla.nope: false (MLA with RoPE) is not supported by target sglang",
+    ),
     "tied embeddings": ({"tie_word_embeddings": True}, "tie_word_embeddings: true is not supported by target sglang"),
     "topk groups past the groups": (
         {"moe": {"router": {"num_groups": 2, "topk_groups": 4}}},

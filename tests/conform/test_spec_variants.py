@@ -40,7 +40,10 @@ HONOURED = {
     "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": (0, 1)', None),
 }
 REFUSED = {
-    "RoPE MLA": ({"mla": {"nope": False}}, "mla.nope = false is not supported by target vllm"),
+    "RoPE MLA": (
+        {"mla": {"nope": False, "rope": {"theta": 10000.0}}},
+        "mla.nope = false is not supported by target vllm",
+    ),
     "gate bound below vLLM's range": (
         {"kda": {"gate": {"lower_bound": -8.0}}},
         "kda.gate.lower_bound = -8.0 is not supported by target vllm",
