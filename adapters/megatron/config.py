@@ -80,11 +80,7 @@ def model_fields(spec: ModelSpec) -> dict:
             # finalize_model_grads sum the q_layernorm grads over TP ranks (meant for per-head QK norms), which for
             # MLA's latent norm (identical on every rank) multiplies them by TP
             "qk_layernorm": False,
-            "rope_type": "rope",  # replaced by NoPE in mla.py: the "rope" dims are never rotated
-            "rotary_scaling_factor": 1.0,
-            "mscale": 1.0,
-            "mscale_all_dim": 0.0,
-        }
+        } | rope_fields(spec)
     if moe is not None:
         router = moe.router
         if router.activation == "sigmoid" and not router.renormalize and moe.experts_per_token > 1:
@@ -118,6 +114,32 @@ def model_fields(spec: ModelSpec) -> dict:
     return kwargs
 
 
+def rope_fields(spec: ModelSpec) -> dict:
+    """MLATransformerConfig's rotary fields. NoPE: plain rope, which mla.py replaces by zero angles. Rope: megatron-core
+    rotates MLA's rope dims as DeepSeek-V3 stores them (adjacent pairs, de-interleaved before turning), "rope" or
+    "yarn" with the spec's YaRN parameters (its cos/sin amplitude and softmax mscale are the spec's formulas)."""
+    rope = spec.mla.rope
+    if rope is None:
+        return {"rope_type": "rope", "rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
+    if not rope.interleave:
+        raise ValueError(
+            f"spec {spec.name}: mla.rope.interleave false has no megatron-core form (its MLA turns adjacent pairs)"
+        )
+    fields = {"rotary_base": rope.theta, "rotary_percent": 1.0}
+    s = rope.scaling
+    if s is None:
+        return fields | {"rope_type": "rope", "rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
+    return fields | {
+        "rope_type": "yarn",
+        "rotary_scaling_factor": s.factor,
+        "original_max_position_embeddings": s.original_max_position_embeddings,
+        "beta_fast": s.beta_fast,
+        "beta_slow": s.beta_slow,
+        "mscale": s.mscale,
+        "mscale_all_dim": s.mscale_all_dim,
+    }
+
+
 # Fields a config made from Megatron arguments (Miles) or a provider (Megatron-Bridge) must agree on with the spec.
 CHECKED = (
     "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "q_lora_rank", "kv_lora_rank",
@@ -128,8 +150,8 @@ CHECKED = (
 
 def configure(config, spec: ModelSpec) -> None:
     """Check `config` (built by Miles from arguments, or a Bridge provider) against the spec, naming the first field
-    that differs; then set what no argument names: the gated activation module hook, and no megatron-core latent
-    projections (the layer spec builds them, TransformerEngine-free)."""
+    that differs; then set what no argument names: the gated activation module hook, no megatron-core latent
+    projections (the layer spec builds them, TransformerEngine-free) and MLA's rotary fields (`rope_fields`)."""
     import torch.nn.functional as F
 
     fields = model_fields(spec)
@@ -147,3 +169,6 @@ def configure(config, spec: ModelSpec) -> None:
     config.use_te_activation_func = True
     config.bias_activation_fusion = False
     config.moe_latent_size = None
+    if spec.mla is not None:
+        for name, value in rope_fields(spec).items():
+            setattr(config, name, value)

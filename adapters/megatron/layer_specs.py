@@ -50,7 +50,7 @@ def mla_spec(spec: ModelSpec) -> ModuleSpec:
     qk_norm = ModuleSpec(module=RMSNorm, params={"spec_eps": spec.mla.norm_eps})
     return ModuleSpec(
         module=GatedMLASelfAttention,
-        params={"attn_mask_type": AttnMaskType.causal, "output_gate": spec.mla.output_gate},
+        params={"attn_mask_type": AttnMaskType.causal, "output_gate": spec.mla.output_gate, "nope": spec.mla.nope},
         submodules=MLASelfAttentionSubmodules(
             linear_q_proj=ColumnParallelLinear, linear_q_down_proj=Linear,
             linear_q_up_proj=ColumnParallelLinear, linear_kv_down_proj=Linear,

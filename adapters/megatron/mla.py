@@ -1,11 +1,12 @@
-"""Multi-latent attention on megatron-core's MLASelfAttention: NoPE, an optional output gate, and a core attention
-that takes MLA's head dims.
+"""Multi-latent attention on megatron-core's MLASelfAttention: NoPE or rotary, an optional output gate, and a core
+attention that takes MLA's head dims.
 
-megatron-core's MLA always rotates the qk_pos_emb dims; the spec's MLA never does (`mla.nope`), so its rotary
-embedding is replaced by `NoRotaryEmbedding`, whose zero angles make megatron-core's own rotation the identity
-(cos 0 = 1, sin 0 = 0). megatron-core's MLA has no output gate; `GatedMLASelfAttention` adds K3's
-(attn * sigmoid(linear_output_gate(x)), column-parallel like the heads it gates). Its local DotProductAttention
-takes no k_channels, so the core attention is `MLACoreAttention`: causal softmax attention over [s, b, h, d].
+megatron-core's MLA always rotates the qk_pos_emb dims. With rope (`mla.rope`) that is the spec's rotation, set up by
+config.rope_fields; a NoPE spec's MLA never rotates them (`mla.nope`), so its rotary embedding is replaced by
+`NoRotaryEmbedding`, whose zero angles make megatron-core's own rotation the identity (cos 0 = 1, sin 0 = 0).
+megatron-core's MLA has no output gate; `GatedMLASelfAttention` adds K3's (attn * sigmoid(linear_output_gate(x)),
+column-parallel like the heads it gates). Its local DotProductAttention takes no k_channels, so the core attention
+is `MLACoreAttention`: causal softmax attention over [s, b, h, d].
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ class MLACoreAttention(MegatronModule):
 
 
 class GatedMLASelfAttention(MLASelfAttention):
-    """MLASelfAttention with NoPE and, when `output_gate`, K3's sigmoid output gate before linear_proj."""
+    """MLASelfAttention, NoPE unless the spec rotates (`nope` False), and when `output_gate`, K3's sigmoid output
+    gate before linear_proj."""
 
-    def __init__(self, *args, output_gate: bool = False, **kwargs) -> None:
+    def __init__(self, *args, output_gate: bool = False, nope: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.rotary_pos_emb = NoRotaryEmbedding(self.config.qk_pos_emb_head_dim, rotary_percent=1.0)
+        if nope:
+            self.rotary_pos_emb = NoRotaryEmbedding(self.config.qk_pos_emb_head_dim, rotary_percent=1.0)
         self.output_gate = output_gate
         if output_gate:
             self.linear_output_gate = ColumnParallelLinear(
