@@ -6,6 +6,7 @@ from __future__ import annotations
 from dayone.commands.output import console
 from dayone.core.numerics import TOLERANCES
 from dayone.dashboard.reports import Report, now
+from dayone.validate.floor import FLOOR_DESCRIPTION, FLOOR_K, judge
 from rich.table import Table
 
 
@@ -44,6 +45,38 @@ def backend(device: str, ran: dict[str, str]) -> dict:
     return {"device": device, "kernels": dict(sorted(ran.items()))}
 
 
+def unreplayed_block(results: list, rows) -> dict | None:
+    """End to end with the candidate routing itself, judged against the noise floor measured in the run."""
+    figures = next((r.unreplayed for r in reversed(results) if r.unreplayed is not None), None)
+    if figures is None:
+        return None
+    floor = figures.get("floor")
+    verdicts = judge(figures["candidate"], floor, rows)
+    return {
+        "routing": "own",
+        "floor_tier": FLOOR_DESCRIPTION if floor is not None else None,
+        "k": FLOOR_K if floor is not None else None,
+        "candidate": figures["candidate"],
+        "floor": floor,
+        "verdicts": verdicts,
+        "passed": all(v["passed"] for v in verdicts.values()),
+        # per layer: the layer output's rel_rms and the own top-k agreement, candidate and floor, vs the reference
+        "layers": [row for r in results for row in r.unreplayed_layers],
+    }
+
+
+def _unreplayed_failure(block: dict) -> dict:
+    metric, verdict = next((k, v) for k, v in block["verdicts"].items() if not v["passed"])
+    values = {metric: verdict["value"]} if metric != "logits_nonfinite_agree" else {}
+    if verdict.get("floor") is not None:
+        values["floor"] = verdict["floor"]
+    tolerance = verdict.get("table", "nonfinite")
+    if block["k"] is not None and metric != "logits_nonfinite_agree":
+        tolerance = f"max({tolerance}, {block['k']:g} x floor)"
+    return {"layer": "logits", "capture": "logits (routing not replayed)", "metric": metric, "values": values,
+            "tolerance": tolerance}  # fmt: skip
+
+
 def build_report(spec, source, results: list, meta: dict) -> dict:
     checks = [c for r in results for c in r.checks]
     logprobs = next((r.logprobs for r in reversed(results) if r.logprobs is not None), None)
@@ -60,7 +93,10 @@ def build_report(spec, source, results: list, meta: dict) -> dict:
         first = {"layer": "logprobs", "capture": "logprobs", "metric": metric, "values": {metric: logprobs[metric]},
                  "tolerance": verdict["tolerance"]}  # fmt: skip
     rows = meta.pop("rows")
-    seconds = {side: sum(r.seconds[side] for r in results) for side in ("reference", "candidate")}
+    unreplayed = unreplayed_block(results, rows)
+    if first is None and unreplayed is not None and not unreplayed["passed"]:
+        first = _unreplayed_failure(unreplayed)
+    seconds = {side: sum(r.seconds[side] for r in results) for side in ("reference", "candidate", "floor")}
     details = {
         "checkpoint": source.where,
         **meta,
@@ -74,6 +110,8 @@ def build_report(spec, source, results: list, meta: dict) -> dict:
         "router": router,
         "router_end_to_end": router_e2e,
         "logprobs": logprobs,
+        # end to end with the candidate's own routing, judged against the noise floor (floor.py)
+        "unreplayed": unreplayed,
         "reload": {
             "checked": meta["reload_check"],
             "parts": len(reload),
@@ -118,18 +156,48 @@ def print_report(report: dict) -> None:
             f"p95 {lp['p95_abs']:.2e} max {lp['max_abs']:.2e}; KL mean {lp['kl_mean']:.2e} max {lp['kl_max']:.2e}; "
             f"top-1 agreement {lp['top1_agreement']:.3f}  {_verdict(lp['passed'])}"
         )
+    _print_end_to_end(d)
     rl = d["reload"]
     if rl["checked"]:
         console.print(f"reload check: {rl['parts']} parts reloaded after noise  {_verdict(rl['identical'])}")
     first = d["first_failure"]
     if first is None:
-        console.print(f"[green]pass[/]: every metric within the tolerance table ({d['comparison']} rows)")
+        floor = d.get("unreplayed") and d["unreplayed"]["k"]
+        beside = f"; own routing within max(table, {floor:g} x the noise floor)" if floor else ""
+        console.print(f"[green]pass[/]: every metric within the tolerance table ({d['comparison']} rows){beside}")
     else:
         values = ", ".join(f"{k}={v:.3e}" for k, v in first["values"].items())
         console.print(
             f"[red]FAIL[/]: first break at layer {first['layer']}, {first['capture']}: {first['metric']} "
             f"{values} (row {first['tolerance']})"
         )
+
+
+def _print_end_to_end(d: dict) -> None:
+    """End to end two ways: with the reference's routing replayed (judged by the table), and with the candidate's
+    own routing (judged against k x the noise floor, the reference tier in bf16 routing itself)."""
+    logits = next((r for r in d["end_to_end"] if r["capture"] == "logits" and r["judged"]), None)
+    lp = d["logprobs"]
+    if logits is not None and lp is not None and d["routing"] == "replayed":
+        console.print(
+            f"end to end, routing replayed: logits rel_rms {logits['rel_rms']:.3e}, top-1 agreement "
+            f"{lp['top1_agreement']:.3f}  {_verdict(logits['passed'] and lp['passed'])}"
+        )
+    u = d.get("unreplayed")
+    if u is None:
+        return
+    c, f = u["candidate"], u["floor"]
+    if f is None:
+        console.print(
+            f"end to end, own routing: logits rel_rms {c['logits_rel_rms']:.3e}, top-1 agreement "
+            f"{c['top1_agreement']:.3f} (no bf16 floor for an fp32 comparison: table rows)  {_verdict(u['passed'])}"
+        )
+        return
+    console.print(
+        f"end to end, own routing: logits rel_rms {c['logits_rel_rms']:.3e} (floor {f['logits_rel_rms']:.3e}), "
+        f"top-1 agreement {c['top1_agreement']:.3f} (floor {f['top1_agreement']:.3f}), |log-prob diff| mean "
+        f"{c['mean_abs']:.2e} (floor {f['mean_abs']:.2e}); bound max(table, {u['k']:g} x floor)  {_verdict(u['passed'])}"
+    )
 
 
 def _kernels(b: dict) -> str:

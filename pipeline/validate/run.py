@@ -5,6 +5,9 @@ it), then the candidate loads the same part, runs it with the reference's routin
 default), is optionally reload-checked, and is freed; the two sets of capture points are compared and dropped. Only
 one part's weights and one part's activations are ever resident, which is what lets a model far larger than memory
 be validated. Under torchrun the layers are split across ranks (see distributed.py).
+
+Besides the replayed runs, the candidate carries a second end-to-end state routed by itself, and a bf16 run of the
+reference tier (the noise floor, floor.py) carries its own: the un-replayed figures are judged against the floor's.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
 from dayone.core.errors import InputError
 from dayone.validate import distributed
-from dayone.validate.metrics import logprob_metrics, rows_for, tensor_row, topk_row
+from dayone.validate.floor import FLOOR_TIER, figures
+from dayone.validate.metrics import logprob_metrics, rows_for, tensor_row, topk_disagreement, topk_row
 from dayone.validate.references import (
     GoldenReference,
     NaiveReference,
@@ -56,8 +60,22 @@ class RankResult:
 
     checks: list[dict] = field(default_factory=list)
     logprobs: dict | None = None
-    seconds: dict[str, float] = field(default_factory=lambda: {"reference": 0.0, "candidate": 0.0})
+    seconds: dict[str, float] = field(default_factory=lambda: {"reference": 0.0, "candidate": 0.0, "floor": 0.0})
     backends: dict[str, str] = field(default_factory=dict)  # op -> "triton" | "torch", for the layers this rank ran
+    # without routing replay: per layer, the candidate's and the floor's drift from the reference (layer output,
+    # own top-k agreement); at the head, both sides' end-to-end figures (floor.figures)
+    unreplayed_layers: list[dict] = field(default_factory=list)
+    unreplayed: dict | None = None
+
+
+@dataclass
+class Track:
+    """A residual state carried from part to part beside the streamed models' own (the candidate's un-replayed
+    state when its main run replays the reference's routing)."""
+
+    dtype: torch.dtype
+    stream: Stream | None = None
+    batch: Batch | None = None
 
 
 def validate(checkpoint: str, options: Options) -> dict:
@@ -94,7 +112,11 @@ def validate(checkpoint: str, options: Options) -> dict:
         candidate = StreamedModel(
             spec, options.candidate, ShardReader(source.checkpoint), source.manifest, ranks.device, options.kernels
         )
-        result = _run(spec, ids, reference, candidate, rows, options, ranks)
+        # the noise floor of a bf16 comparison; an fp32 one is judged by the table alone (floor.py)
+        floor = None
+        if class_name == "bf16":
+            floor = StreamedModel(spec, FLOOR_TIER, ShardReader(source.checkpoint), source.manifest, ranks.device)
+        result = _run(spec, ids, reference, candidate, floor, rows, options, ranks)
         result.backends = candidate.model.backends()
         results = distributed.gather(result, ranks)
         report = None
@@ -123,13 +145,18 @@ def validate(checkpoint: str, options: Options) -> dict:
         distributed.finish(ranks, ok)
 
 
-def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options, ranks) -> RankResult:
+def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | None, rows, options: Options,
+         ranks) -> RankResult:  # fmt: skip
     out = RankResult()
     B, T = ids.shape
     N, D = B * T, spec.hidden_size
     batch = Batch((T,) * B, (0,) * B)
     reload_check = options.reload_check
     replay = options.routing == "replay"
+    # the candidate's un-replayed end-to-end state: a second one under replay, else its main run is un-replayed
+    own = Track(candidate.dtype, batch=batch) if replay else None
+    sides = (reference.model if reference.streamed else None, candidate, own, floor)
+    carried = [side for side in sides if side is not None]  # the states handed from rank to rank, in this order
 
     def timed(side: str, fn):
         start = time.perf_counter()
@@ -155,17 +182,36 @@ def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options,
             row = topk_row(layer, cc[p + "own_topk_ids"], rc[p + "topk_ids"], rows.topk)
             out.checks.append({"kind": kind, **row, "judged": kind == "router"})
 
+    def drift(layer: int, rc: dict, oc: dict, fc: dict | None) -> None:
+        """Un-replayed drift at layer i: the layer output and the routing, candidate and floor against reference."""
+        p = f"layers.{layer}."
+        row: dict = {"layer": layer}
+        for side, cap in (("candidate", oc), ("floor", fc)):
+            if cap is None:
+                continue
+            if p + "out" in rc and p + "out" in cap:
+                row[f"{side}_rel_rms"] = tensor_row("out", layer, cap[p + "out"], rc[p + "out"], rows.activations)[
+                    "rel_rms"
+                ]
+            if p + "topk_ids" in rc and p + "topk_ids" in cap:
+                row[f"{side}_topk_agreement"] = 1 - topk_disagreement(cap[p + "topk_ids"], rc[p + "topk_ids"])
+        if len(row) > 1:
+            out.unreplayed_layers.append(row)
+
     if ranks.first:
         rc = timed("reference", lambda: reference.embed(ids))
         cc = Capture()
         timed("candidate", lambda: candidate.embed(ids, cc, reload_check))
         reloaded()
         compare_points(("embed",), -1, rc, cc)  # the embedding has no input state: local and end to end agree
+        if own is not None:
+            own.stream = candidate.stream  # one embedding; a layer never changes the state it reads
+        if floor is not None:
+            timed("floor", lambda: floor.embed(ids))
     else:
         bank = sum(layer.snapshot for layer in spec.layers[: ranks.layers(spec.num_layers).start])
-        sides = [reference.model, candidate] if reference.streamed else [candidate]
-        for side in sides:
-            side.stream = distributed.recv_stream(ranks.rank - 1, (N, D), side.model.tier.dtype, bank, ranks.device)
+        for side in carried:
+            side.stream = distributed.recv_stream(ranks.rank - 1, (N, D), side.dtype, bank, ranks.device)
             side.batch = batch
 
     for i in ranks.layers(spec.num_layers):
@@ -176,8 +222,16 @@ def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options,
         cc = Capture(routes=routes)
         lc = Capture(routes=routes) if state is not None else None
         extra = [(state, lc)] if lc is not None else []
-        timed("candidate", lambda i=i, cc=cc, extra=extra: candidate.layer(i, cc, reload_check, extra))
+        oc = Capture(p + "out", p + "topk_ids") if own is not None else cc
+        if own is not None:
+            extra.append((own.stream, oc))
+        outputs = timed("candidate", lambda i=i, cc=cc, extra=extra: candidate.layer(i, cc, reload_check, extra))
+        if own is not None:
+            own.stream = outputs[-1]
         reloaded()
+        fc = Capture(p + "out", p + "topk_ids") if floor is not None else None
+        if floor is not None:
+            timed("floor", lambda i=i, fc=fc: floor.layer(i, fc))
         for point in LAYER_POINTS:
             compare_points((point,), i, rc, lc, p)
             if point == "router_logits":
@@ -186,11 +240,11 @@ def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options,
             compare_points((point,), i, rc, cc, p, "end_to_end", judged=False)
             if point == "router_logits":
                 router(i, rc, cc, "router_end_to_end")
-        del rc, cc, lc, extra, state
+        drift(i, rc, oc, fc)
+        del rc, cc, lc, oc, fc, extra, state, outputs
 
     if not ranks.last:
-        sides = [reference.model, candidate] if reference.streamed else [candidate]
-        for side in sides:
+        for side in carried:
             assert isinstance(side.stream, Stream)
             distributed.send_stream(side.stream, ranks.rank + 1)
     else:
@@ -199,12 +253,23 @@ def _run(spec, ids, reference, candidate: StreamedModel, rows, options: Options,
         cc = Capture()
         lc = Capture() if state is not None else None
         extra = [(state, lc)] if lc is not None else []
+        oc = Capture("logits") if own is not None else cc
+        if own is not None:
+            extra.append((own.stream, oc))
         logits = timed("candidate", lambda: candidate.head(cc, reload_check, extra))
         reloaded()
         compare_points(HEAD_POINTS, spec.num_layers, rc, lc)
         compare_points(HEAD_POINTS[:-1], spec.num_layers, rc, cc, "", "end_to_end", judged=False)
         compare_points(("logits",), spec.num_layers, rc, cc, "", "end_to_end", judged=True)  # what users see
         V = logits.shape[-1]
-        ref_logprobs = reference.logprobs(rc["logits"].reshape(B, T, V))
-        out.logprobs = logprob_metrics(logits.reshape(B, T, V).cpu(), ref_logprobs.cpu(), ids, rows)
+        ref_logprobs = reference.logprobs(rc["logits"].reshape(B, T, V)).cpu()
+        out.logprobs = logprob_metrics(logits.reshape(B, T, V).cpu(), ref_logprobs, ids, rows)
+
+        def unreplayed(side_logits: torch.Tensor) -> dict:
+            row = tensor_row("logits", spec.num_layers, side_logits, rc["logits"], rows.activations)
+            return figures(row, logprob_metrics(side_logits.reshape(B, T, V).float().cpu(), ref_logprobs, ids, rows))
+
+        out.unreplayed = {"candidate": unreplayed(oc["logits"])}
+        if floor is not None:
+            out.unreplayed["floor"] = unreplayed(timed("floor", floor.head))
     return out

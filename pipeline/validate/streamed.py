@@ -9,6 +9,7 @@ import torch
 from dayone.adapters.model import Capture, SpecModel, WeightLoader
 from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
+from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
 from dayone.spec.schema import ModelSpec
 from dayone.validate.source import ShardReader
@@ -44,10 +45,17 @@ def _outputs(value) -> list[torch.Tensor]:
 class StreamedModel:
     """A SpecModel of `tier` built on the meta device; `embed`, `layer(i)` and `head` run one part each.
 
-    The model's state between parts is `self.stream` (the packed residual state)."""
+    The model's state between parts is `self.stream` (the packed residual state). `tier`: a tier's name, or a Tier
+    (the noise floor runs the reference tier's arithmetic in bf16)."""
 
     def __init__(
-        self, spec: ModelSpec, tier: str, reader: ShardReader, manifest, device: torch.device, kernels: str = "auto"
+        self,
+        spec: ModelSpec,
+        tier: str | Tier,
+        reader: ShardReader,
+        manifest,
+        device: torch.device,
+        kernels: str = "auto",
     ) -> None:
         self.spec, self.tier, self.reader, self.device = spec, tier, reader, device
         return_freed_memory_promptly()
@@ -56,6 +64,11 @@ class StreamedModel:
         self.stream: Stream | None = None
         self.batch: Batch | None = None
         self.reload: list[dict] = []  # one entry per reload-checked part, until `drain_reload`
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of this tier's activations (and of its residual state)."""
+        return self.model.tier.dtype
 
     def drain_reload(self) -> list[dict]:
         entries, self.reload = self.reload, []
@@ -67,23 +80,25 @@ class StreamedModel:
         self.batch = Batch((T,) * B, (0,) * B)
         packed = ids.reshape(-1).to(self.device)
         part = self.model.embed_tokens
-        self.stream = self._run("embed", part, lambda: self.loader.load_embedding(self.model),
-                                lambda cap: self.model.embed(packed, cap), capture, reload_check)  # fmt: skip
+        self.stream, _ = self._run("embed", part, lambda: self.loader.load_embedding(self.model),
+                                   lambda cap: self.model.embed(packed, cap), capture, reload_check)  # fmt: skip
         self._free(part)
 
-    def layer(self, i: int, capture: Capture | None = None, reload_check: bool = False, extra=()) -> None:
+    def layer(self, i: int, capture: Capture | None = None, reload_check: bool = False, extra=()) -> list[Stream]:
         """Run layer i on this model's stream; `extra`: (input Stream, Capture) pairs the loaded layer also runs on
-        (the reference's input state, for layer-local comparisons)."""
+        (the reference's input state, for layer-local comparisons; a second state of this tier carried end to end,
+        e.g. with its own routing). Returns the extra runs' output states, in order."""
         part, stream_in, batch = self.model.layers[i], self.stream, self.batch
         assert stream_in is not None and batch is not None
         routes = capture.routes if capture is not None else {}
-        self.stream = self._run(
+        self.stream, outputs = self._run(
             f"layers.{i}", part, lambda: self.loader.load_layer(self.model, i),
             lambda cap: part(stream_in, batch, None, cap if cap is not None else Capture("-", routes=routes)),
             capture, reload_check,
             [lambda s=s, c=c: part(self.cast(s), batch, None, c) for s, c in extra],
         )  # fmt: skip
         self._free(part)
+        return outputs
 
     def cast(self, stream: Stream) -> Stream:
         """Another side's residual state in this tier's dtype and on its device."""
@@ -105,7 +120,7 @@ class StreamedModel:
         def weight() -> torch.Tensor:  # read after loading: the buffer is replaced when the part materialises
             return self.model.embed_tokens.weight
 
-        logits = self._run("head", parts, load, lambda cap: self.model.head(stream, weight(), cap), capture,
+        logits, _ = self._run("head", parts, load, lambda cap: self.model.head(stream, weight(), cap), capture,
                            reload_check, [lambda s=s, c=c: self.model.head(self.cast(s), weight(), c) for s, c in extra])  # fmt: skip
         for part in parts:
             self._free(part)
@@ -113,13 +128,13 @@ class StreamedModel:
 
     # ----- machinery
     def _run(self, name: str, parts, load: Callable[[], None], run: Callable, capture, reload_check: bool, extra=()):
+        """Load `parts`, run them (and each of `extra`), reload-check; returns (first output, extra outputs)."""
         parts = parts if isinstance(parts, list) else [parts]
         with torch.inference_mode():
             load()
             self.reader.release()  # the weights are copied in: no shard mapping is kept while the part runs
             first = run(capture)
-            for fn in extra:
-                fn()
+            outputs = [fn() for fn in extra]
             if reload_check:
                 noised = self._noise(parts)
                 changed = _outputs(run(None))
@@ -133,7 +148,7 @@ class StreamedModel:
                     "identical": all(torch.equal(a, b) for a, b in zip(again, expected, strict=True)),
                     "noise_changed_output": not all(torch.equal(a, b) for a, b in zip(changed, expected, strict=True)),
                 })  # fmt: skip
-        return first
+        return first, outputs
 
     @staticmethod
     def _noise(parts: list[SpecModule]) -> int:
