@@ -61,6 +61,19 @@ def test_near_tied_routers_are_noise_not_a_bug(near_tied):
     assert f"(floor {f['logits_rel_rms']:.3e})" in text and "bound max(table, 2 x floor) ok" in text
 
 
+def test_routing_own_is_the_strict_mode(near_tied):
+    """--routing own: the candidate routes itself in every run, the layer-local one included, and the table judges
+    that (red here: the flips move the routed experts' sum); the un-replayed view is then the main end-to-end run
+    itself, still within the floor."""
+    report = validate(str(near_tied), Options(reference="naive", routing="own", tokens=TOKENS, reload_check=False))
+    d = report["details"]
+    assert d["routing"] == "own" and report["status"] == "fail"
+    first = d["first_failure"]
+    assert first["layer"] == 1 and first["capture"] in ("topk_weights", "latent_combined", "latent_normed")
+    u = d["unreplayed"]
+    assert u["passed"] and u["candidate"]["logits_rel_rms"] == _logits_e2e(report)["rel_rms"]
+
+
 def _plant(monkeypatch, factor: float) -> None:
     """A defect in one fast-tier op: the routed experts' combine (weighted sum and latent norm) times `factor`."""
     import dayone.kernels.moe_combine as combine
