@@ -8,6 +8,7 @@ A_log padding, MXFP4 pairs, name prefixes) are described here as data and transl
 from __future__ import annotations
 
 import keyword
+import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -164,6 +165,21 @@ class RopeScaling(Strict):
             raise ValueError(f"beta_fast {self.beta_fast} is below beta_slow {self.beta_slow}")
         return self
 
+    @property
+    def amplitude(self) -> float:
+        """The factor on cos and sin."""
+        return yarn_mscale(self.factor, self.mscale) / yarn_mscale(self.factor, self.mscale_all_dim)
+
+    @property
+    def softmax_factor(self) -> float:
+        """The factor on the softmax scale."""
+        return yarn_mscale(self.factor, self.mscale_all_dim) ** 2
+
+
+def yarn_mscale(scale: float, k: float) -> float:
+    """YaRN's m(s, k) = 0.1 k ln s + 1, and 1 for s <= 1."""
+    return 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
+
 
 class Rope(Strict):
     """Rotary position embedding of MLA's qk_rope dims (q's per head, the shared k_pe), DeepSeek-V3's convention."""
@@ -203,6 +219,12 @@ class MLASpec(Strict):
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def softmax_scale(self) -> float:
+        """qk_head_dim^-0.5, times YaRN's factor when the rope is scaled."""
+        scaling = self.rope.scaling if self.rope is not None else None
+        return self.qk_head_dim**-0.5 * (scaling.softmax_factor if scaling is not None else 1.0)
 
 
 class Activation(Strict):

@@ -21,7 +21,7 @@ from dayone.adapters.model.capture import Capture
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
-from dayone.adapters.model.rope import Rotary, softmax_scale
+from dayone.adapters.model.rope import Rotary
 from dayone.spec.schema import ModelSpec
 
 
@@ -33,7 +33,7 @@ class MLA(SpecModule):
         D, H = spec.hidden_size, mla.num_heads
         self.H, self.C, self.R = H, mla.kv_lora_rank, mla.qk_rope_head_dim
         self.nope, self.vdim, self.eps = mla.qk_nope_head_dim, mla.v_head_dim, mla.norm_eps
-        self.scale = softmax_scale(mla)
+        self.scale = mla.softmax_scale
         self.rotary = Rotary(mla.rope, self.R) if mla.rope is not None else None  # None: NoPE
         self.q_lora = mla.q_lora_rank is not None
         if self.q_lora:

@@ -6,7 +6,8 @@ dims i, i + R/2), a token at position p turns the pair by the angle p * inv_freq
 with a = 1 without scaling. YaRN (`RopeScaling`) divides the low frequencies by `factor` (a linear ramp between the
 dims turning beta_fast and beta_slow times over original_max_position_embeddings, bounds rounded outwards), sets
 a = m(factor, mscale) / m(factor, mscale_all_dim) and multiplies the softmax scale by m(factor, mscale_all_dim)^2,
-m(s, k) = 0.1 k ln s + 1 (1 for s <= 1). Both tiers call this module; the angles are fp32 in both.
+m(s, k) = 0.1 k ln s + 1 (1 for s <= 1): the spec's RopeScaling.amplitude and MLASpec.softmax_scale. Both tiers
+call this module; the angles are fp32 in both.
 """
 
 from __future__ import annotations
@@ -14,11 +15,7 @@ from __future__ import annotations
 import math
 
 import torch
-from dayone.spec.schema import MLASpec, Rope
-
-
-def yarn_mscale(scale: float, k: float) -> float:
-    return 1.0 if scale <= 1 else 0.1 * k * math.log(scale) + 1.0
+from dayone.spec.schema import Rope
 
 
 def inverse_frequencies(rope: Rope, dim: int) -> torch.Tensor:
@@ -40,28 +37,13 @@ def inverse_frequencies(rope: Rope, dim: int) -> torch.Tensor:
     return interpolated * ramp + extrapolated * (1 - ramp)  # ramp 0: fast-turning pairs keep their frequency
 
 
-def amplitude(rope: Rope) -> float:
-    """a: the factor on cos and sin."""
-    s = rope.scaling
-    return 1.0 if s is None else yarn_mscale(s.factor, s.mscale) / yarn_mscale(s.factor, s.mscale_all_dim)
-
-
-def softmax_scale(mla: MLASpec) -> float:
-    """qk_head_dim^-0.5, times YaRN's m(factor, mscale_all_dim)^2 when the spec scales its rope."""
-    scale = mla.qk_head_dim**-0.5
-    s = mla.rope.scaling if mla.rope is not None else None
-    if s is not None:
-        scale *= yarn_mscale(s.factor, s.mscale_all_dim) ** 2
-    return scale
-
-
 class Rotary:
     """The rotation of one MLA spec's rope dims; `rotate` is the same maths for both tiers (fp32 angles)."""
 
     def __init__(self, rope: Rope, dim: int) -> None:
         self.interleave = rope.interleave
         self.inv_freq = inverse_frequencies(rope, dim)
-        self.amplitude = amplitude(rope)
+        self.amplitude = rope.scaling.amplitude if rope.scaling is not None else 1.0
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x [n, ..., R] (any heads in between), positions [n] -> x rotated, in x's dtype (math in fp32)."""
