@@ -38,9 +38,6 @@ class Tier:
 
 TIERS = {"reference": Tier("reference", torch.float32), "fast": Tier("fast", torch.bfloat16)}
 
-# Manifest roles kept in fp32 in both tiers: the checkpoint stores them in fp32 and the math reads them in fp32.
-FP32_ROLES = ("kda.a_log", "kda.dt_bias", "kda.conv", "kda.o_norm", "moe.correction_bias")
-
 
 def get_tier(tier: str | Tier, kernels: str | None = None) -> Tier:
     """The tier named `tier` (or `tier` itself) with its `kernels` switch set (None: keep it); a fresh instance, so
@@ -52,13 +49,3 @@ def get_tier(tier: str | Tier, kernels: str | None = None) -> Tier:
     if kernels is not None and kernels not in KERNELS:
         raise InputError(f"kernels {kernels!r} is not known (choose from {', '.join(KERNELS)})")
     return replace(tier, kernels=tier.kernels if kernels is None else kernels)
-
-
-def weight_dtype(role: str, tier: Tier) -> torch.dtype:
-    """The dtype a module keeps the tensor of `role` in."""
-    if role.endswith((".packed", ".scale")):
-        return torch.uint8  # MXFP4 bytes, kept as the checkpoint stores them
-    for prefix in FP32_ROLES:
-        if role == prefix or role.startswith(prefix + "."):
-            return torch.float32
-    return tier.dtype

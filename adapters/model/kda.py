@@ -8,8 +8,8 @@ Per token (x = the layer's normalized input), H heads of K = V = head_dim:
     beta    = sigmoid(b_proj(x))                               [H]
     S <- diag(exp(decay)) S;  S <- S + beta k (v - S^T k)^T;  o = S^T q
     out     = o_proj(RMSNorm_head(o; o_norm) * sigmoid(output gate(x)))
-The reference tier runs the conv and the recurrence token by token in fp32; the fast tier calls the kernel
-functions: `short_conv` (packed prefill) / `short_conv_update` (decode), `chunk_kda` / `kda_decode`, and
+The reference tier calls each op's reference (`dayone.kernels.<op>.reference`: the conv and the recurrence token
+by token in fp32); the fast tier calls the public kernel functions: `short_conv` (packed prefill) / `short_conv_update` (decode), `chunk_kda` / `kda_decode`, and
 `gated_rmsnorm`, with the backend its tier's `kernels` switch picks.
 """
 
@@ -22,40 +22,12 @@ from dayone.adapters.model.cache import KDAState
 from dayone.adapters.model.capture import Capture
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
-from dayone.adapters.model.norms import gated_rms_norm
-from dayone.adapters.model.short_conv import causal_depthwise_conv, next_window
+from dayone.kernels.gated_rmsnorm.reference import gated_rmsnorm_reference
+from dayone.kernels.kda.reference import prepare_inputs, recurrence
+from dayone.kernels.short_conv.reference import conv_sequence
 from dayone.spec.schema import ModelSpec
 
-L2NORM_EPS = 1e-6
-
-
-def l2norm(x: torch.Tensor) -> torch.Tensor:
-    """x / sqrt(sum(x^2) + 1e-6) over the last dim, fp32 (fla's and transformers' convention)."""
-    x = x.float()
-    return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + L2NORM_EPS)
-
-
-def log_decay(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor, kind: str, lower: float | None):
-    """Per-channel log-decay, fp32. g [T, H, K] raw gate; A_log [H]; dt_bias [H*K]."""
-    H, K = g.shape[-2:]
-    x = g.float() + dt_bias.float().view(H, K)
-    a = A_log.float().exp().view(H, 1)
-    if kind == "plain":
-        return -a * F.softplus(x)
-    return lower * torch.sigmoid(a * x)
-
-
-def delta_rule(q, k, v, decay, beta, state):
-    """Token by token. q, k, decay [T, H, K] (q, k normalised, q scaled); v [T, H, V]; beta [T, H]; state [H, K, V].
-    Returns o [T, H, V] and the final state, fp32."""
-    S = state.float().clone()
-    out = []
-    for t in range(q.shape[0]):
-        S = S * decay[t].exp()[..., None]
-        residual = v[t] - torch.einsum("hk,hkv->hv", k[t], S)
-        S = S + beta[t][:, None, None] * k[t][..., None] * residual[:, None, :]
-        out.append(torch.einsum("hk,hkv->hv", q[t], S))
-    return torch.stack(out), S
+DEFAULT_LOWER_BOUND = -5.0  # the kernels' default; the plain gate has no lower bound and ignores it
 
 
 class KDA(SpecModule):
@@ -64,24 +36,27 @@ class KDA(SpecModule):
         kda = spec.kda
         assert kda is not None
         self.H, self.K, self.W = kda.num_heads, kda.head_dim, kda.conv_kernel_size
-        self.gate_kind, self.lower = kda.gate.kind, kda.gate.lower_bound
+        self.gate_kind = kda.gate.kind
+        self.lower = kda.gate.lower_bound if kda.gate.lower_bound is not None else DEFAULT_LOWER_BOUND
         self.eps = kda.norm_eps
         D, HK = spec.hidden_size, kda.num_heads * kda.head_dim
+        # The KDA ops take the conv weights, o_norm, A_log and dt_bias in fp32, whatever the checkpoint stores.
+        fp32 = torch.float32
         for x in ("q", "k", "v"):
             self.add_weight(f"{x}_proj", (HK, D), f"kda.{x}_proj", device)
-            self.add_weight(f"{x}_conv", (HK, 1, self.W), f"kda.conv.{x}", device)
+            self.add_weight(f"{x}_conv", (HK, 1, self.W), f"kda.conv.{x}", device, fp32)
         self.add_weight("f_a_proj", (kda.gate.rank, D), "kda.f_a", device)
         self.add_weight("f_b_proj", (HK, kda.gate.rank), "kda.f_b", device)
         self.add_weight("b_proj", (self.H, D), "kda.b_proj", device)
-        self.add_weight("A_log", (self.H,), "kda.a_log", device)  # padding stripped by the loader
-        self.add_weight("dt_bias", (HK,), "kda.dt_bias", device)
+        self.add_weight("A_log", (self.H,), "kda.a_log", device, fp32)
+        self.add_weight("dt_bias", (HK,), "kda.dt_bias", device, fp32)
         self.low_rank_gate = kda.output_gate.kind == "low_rank"
         if self.low_rank_gate:
             self.add_weight("g_a_proj", (kda.output_gate.rank, D), "kda.g_a", device)
             self.add_weight("g_b_proj", (HK, kda.output_gate.rank), "kda.g_b", device)
         else:
             self.add_weight("g_proj", (HK, D), "kda.g_proj", device)
-        self.add_weight("o_norm", (self.K,), "kda.o_norm", device)
+        self.add_weight("o_norm", (self.K,), "kda.o_norm", device, fp32)
         self.add_weight("o_proj", (D, HK), "kda.o_proj", device)
 
     def new_state(self, batch_size: int, device=None) -> KDAState:
@@ -97,15 +72,8 @@ class KDA(SpecModule):
         H, K = self.H, self.K
         qkv = torch.cat([F.linear(x, self.q_proj), F.linear(x, self.k_proj), F.linear(x, self.v_proj)], dim=-1)
         conv_w = torch.cat([self.q_conv, self.k_conv, self.v_conv])[:, 0]  # [3HK, W]
-        if self.tier.is_reference:
-            mixed = torch.empty_like(qkv)
-            for b, s, e in batch.spans():
-                window = state.conv[b].T if state is not None else None
-                mixed[s:e] = causal_depthwise_conv(qkv[s:e], conv_w, window)
-                if state is not None:
-                    state.conv[b] = next_window(qkv[s:e], window, self.W).T
-        else:
-            mixed = self._fast_conv(qkv, conv_w, batch, state)
+        conv = self._reference_conv if self.tier.is_reference else self._fast_conv
+        mixed = conv(qkv, conv_w, batch, state)
         q, k, v = (t.reshape(N, H, K) for t in mixed.split(H * K, dim=-1))
         g = F.linear(F.linear(x, self.f_a_proj), self.f_b_proj).view(N, H, K)
         beta_logits = F.linear(x, self.b_proj)  # [N, H]
@@ -118,13 +86,25 @@ class KDA(SpecModule):
         else:
             gate = F.linear(x, self.g_proj)
         if self.tier.is_reference:
-            o = gated_rms_norm(o.to(x.dtype), self.o_norm, gate.view(N, H, K), self.eps)
+            o = gated_rmsnorm_reference(o, gate.view(N, H, K), self.o_norm, self.eps).to(x.dtype)
         else:
             from dayone.kernels.gated_rmsnorm import gated_rmsnorm
 
             backend = self.tier.backend("gated_rmsnorm", x)
             o = gated_rmsnorm(o.to(x.dtype), gate.view(N, H, K), self.o_norm, self.eps, backend=backend)
         return F.linear(o.reshape(N, H * K), self.o_proj)
+
+    def _reference_conv(self, qkv, conv_w, batch, state):
+        """qkv [N, 3HK] packed -> SiLU(conv) [N, 3HK], sequence by sequence through the op's reference; the cache's
+        windows [B, 3HK, W-1] read and advanced."""
+        mixed = torch.empty_like(qkv)
+        for b, s, e in batch.spans():
+            window = state.conv[b] if state is not None else qkv.new_zeros(qkv.shape[1], self.W - 1)
+            y, window = conv_sequence(qkv[s:e], conv_w, window)
+            mixed[s:e] = y.to(qkv.dtype)
+            if state is not None:
+                state.conv[b] = window.to(state.conv.dtype)
+        return mixed
 
     def _fast_conv(self, qkv, conv_w, batch, state):
         """qkv [N, 3HK] packed -> SiLU(conv) [N, 3HK]; the cache's windows [B, 3HK, W-1] read and advanced."""
@@ -148,13 +128,14 @@ class KDA(SpecModule):
         return y[0]
 
     def _reference(self, q, k, v, g, beta_logits, batch, state):
-        qn, kn = l2norm(q) * self.K**-0.5, l2norm(k)
-        decay = log_decay(g, self.A_log, self.dt_bias, self.gate_kind, self.lower)
-        beta = torch.sigmoid(beta_logits.float())
-        o = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        """The op's reference, token by token, one sequence at a time (its pieces, which run on any device)."""
+        qn, kn, decay, beta = prepare_inputs(
+            q, k, g, beta_logits, self.A_log, self.dt_bias, self.gate_kind, self.lower, None, True, True
+        )
+        o = torch.zeros(v.shape, dtype=torch.float32, device=v.device)
         for b, s, e in batch.spans():
-            S0 = state.recurrent[b] if state is not None else q.new_zeros(self.H, self.K, self.K, dtype=torch.float32)
-            o[s:e], S = delta_rule(qn[s:e], kn[s:e], v[s:e].float(), decay[s:e], beta[s:e], S0)
+            S0 = state.recurrent[b] if state is not None else v.new_zeros(self.H, self.K, self.K, dtype=torch.float32)
+            o[s:e], S = recurrence(qn[s:e], kn[s:e], v[s:e].float(), decay[s:e], beta[s:e], S0.float())
             if state is not None:
                 state.recurrent[b] = S
         return o
@@ -162,7 +143,7 @@ class KDA(SpecModule):
     def _fast(self, q, k, v, g, beta_logits, batch, state):
         from dayone.kernels.kda import chunk_kda, kda_decode
 
-        gate_args = {"gate": self.gate_kind, "lower_bound": self.lower if self.lower is not None else -5.0}
+        gate_args = {"gate": self.gate_kind, "lower_bound": self.lower}
         spans = list(batch.spans())
         if not spans:
             return v.new_zeros(v.shape)

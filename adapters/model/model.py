@@ -24,6 +24,7 @@ from dayone.adapters.model.config import Tier, get_tier
 from dayone.adapters.model.layer import DecoderLayer
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
+from dayone.adapters.model.weights import bind_dtypes, canonical_map
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 from torch import nn
@@ -81,6 +82,7 @@ class SpecModel(SpecModule):
         self.embed_tokens = Embedding(spec, tier, device)
         self.layers = nn.ModuleList(DecoderLayer(spec, layer, tier, device) for layer in spec.layers)
         self.head = Head(spec, tier, device)
+        bind_dtypes(self, canonical_map(spec), spec.checkpoint.dtype)
 
     @property
     def device(self) -> torch.device:

@@ -1,14 +1,15 @@
-"""The base of every module of the model: weights are buffers registered under their manifest role.
+"""The base of every module of the model: weights are buffers, each declared with the manifest role it holds.
 
-A module says which checkpoint role fills which of its tensors (`add_weight`), so the loader needs no name table of
-its own: it finds the module of a layer that owns a role and copies the tensor in. Derived tensors (computed from
-weights) are rebuilt by `refresh_derived`, which the loader calls after every load.
+Which checkpoint tensor fills which buffer, and in which dtype it is kept, is the weight map's canonical layout
+(`dayone.adapters.weightmap`); `SpecModel` checks its buffers against that table when it is built (`bind_dtypes`)
+and the loader walks it. Derived tensors (computed from weights) are rebuilt by `refresh_derived`, which the loader
+calls after every load.
 """
 
 from __future__ import annotations
 
 import torch
-from dayone.adapters.model.config import Tier, weight_dtype
+from dayone.adapters.model.config import Tier
 from torch import nn
 
 
@@ -19,10 +20,16 @@ class SpecModule(nn.Module):
         self.roles: dict[str, str] = {}
 
     def add_weight(
-        self, attr: str, shape: tuple[int, ...], role: str, device: torch.device | str | None = None
+        self,
+        attr: str,
+        shape: tuple[int, ...],
+        role: str,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
-        """Register buffer `attr` of `shape`, filled from the checkpoint tensor of `role` (dtype by tier and role)."""
-        self.register_buffer(attr, torch.empty(shape, dtype=weight_dtype(role, self.tier), device=device))
+        """Register buffer `attr` of `shape`, filled from the checkpoint tensor of `role`, in `dtype` (default: the
+        tier's) until the model binds it to the canonical weight map (fp32-stored weights stay fp32, MXFP4 bytes)."""
+        self.register_buffer(attr, torch.empty(shape, dtype=dtype or self.tier.dtype, device=device))
         self.roles[role] = attr
 
     def add_derived(self, attr: str) -> None:

@@ -1,53 +1,105 @@
-"""Loading checkpoint tensors into the model, part by part, driven by the spec's manifest.
+"""Loading checkpoint tensors into the model through the weight map's canonical layout, part by part.
 
-The loading boundary: every checkpoint quirk is translated here and nowhere else.
-- A tensor goes to the module buffer registered under its manifest role (see `SpecModule.add_weight`).
-- MXFP4 experts (`weight_packed` + `weight_scale`) are copied as bytes into a model that keeps them packed (each
-  pair is dequantized once here to check it gives finite weights), or dequantized into a float expert stack.
-- A_log is flattened; entries past num_heads are padding, must be zero, and are dropped.
-- Checked, each failure an InputError naming the tensor: missing, wrong shape (expected and got), NaN/Inf,
-  non-zero A_log padding, packed/scale not uint8.
+The model is one more layout of the one weight map (`build_weight_map(spec, "canonical")`, the MXFP4 experts kept
+packed): its rows say which checkpoint tensor fills which buffer with which quirk transform
+(`dayone.adapters.weightmap.quirks`), and they are walked with the functions every engine loader and converter uses
+(`walk.rows`, `walk.read_source`, `walk.region`). What is left here is what a checkpoint from outside needs checked,
+each failure an InputError naming the tensor: missing, wrong shape (expected and got), not uint8 / not float,
+NaN/Inf, non-zero A_log padding, MXFP4 scale bytes that give NaN or Inf weights.
 Derived tensors are recomputed after every load (`refresh_derived`), so they never go stale.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 
 import torch
 from dayone.adapters.model.module import SpecModule
+from dayone.adapters.weightmap import WeightMap, build_weight_map, walk
+from dayone.adapters.weightmap.quirks import is_mxfp4_scale_row, mxfp4_finite, mxfp4_twin
 from dayone.core.errors import InputError
-from dayone.spec.manifest import Manifest, Tensor, build_manifest
+from dayone.spec.manifest import EntryTable, Manifest, build_manifest
 from dayone.spec.schema import ModelSpec
 
 Getter = Callable[[str], torch.Tensor]
+WHOLE = walk.Parallel()  # the model runs unsharded: one rank holds every tensor whole
 
 
-def dequantize_mxfp4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """weight_packed [out, in/2] u8 + weight_scale [out, in/group] u8 -> weight [out, in] fp32 (exact)."""
-    from dayone.kernels.mxfp4 import dequantize_mxfp4 as dequant
-
-    return dequant(packed, scale, torch.float32)
+def canonical_map(spec: ModelSpec) -> WeightMap:
+    """The canonical table of `spec`: every checkpoint tensor -> the model buffer it fills."""
+    return build_weight_map(spec, "canonical", mxfp4="packed")
 
 
-def _shape(t: torch.Tensor) -> list[int]:
-    return list(t.shape)
+def bind_dtypes(model: SpecModule, table, checkpoint_dtype: str) -> None:
+    """Check that the model holds every buffer the table fills, at the table's shape, and that the table fills every
+    weight the model declares (mismatches are InputErrors). The table's dtypes: a weight the checkpoint stores in
+    fp32 although the checkpoint is not fp32 (the spec's checkpoint.float32) stays fp32, MXFP4 bytes stay uint8; the
+    rest keep the dtype their module declares (the tier's, or what an op takes)."""
+    skipped = {(r.target, r.layers) for r in table.RULES if r.transform == "passthrough"}
+    filled = set()
+    for param in table.PARAMS:
+        if (param.name, param.layers) in skipped:
+            continue
+        for layer in walk.layer_indices(table, param.layers):
+            name = walk.fill(param.name, layer)
+            owner, _, attr = name.rpartition(".")
+            try:
+                module = model.get_submodule(owner) if owner else model
+            except AttributeError:
+                module = None
+            buffer = module._buffers.get(attr) if module is not None else None
+            if buffer is None:
+                raise InputError(f"{name}: a parameter of the canonical weight map that the model does not hold")
+            if tuple(buffer.shape) != tuple(param.shape):
+                raise InputError(
+                    f"{name}: shape {list(param.shape)} in the canonical weight map, {list(buffer.shape)} in the model"
+                )
+            singled_out = param.dtype == "float32" and checkpoint_dtype != "float32"
+            dtype = walk.DTYPES[param.dtype] if singled_out or param.dtype == "uint8" else buffer.dtype
+            if buffer.dtype != dtype:
+                module.register_buffer(attr, torch.empty(buffer.shape, dtype=dtype, device=buffer.device))
+            filled.add(name)
+    for owner, module in model.named_modules():
+        if isinstance(module, SpecModule):
+            for attr in module.roles.values():
+                name = f"{owner}.{attr}" if owner else attr
+                if name not in filled:
+                    raise InputError(f"{name}: a weight of the model that the canonical weight map does not fill")
+
+
+class RowsByLayer:
+    """`rows[layer]`: the table's rows of one layer (None: the globals) in table order, as `walk.rows` gives them,
+    made when asked (a K3 table has ~500k rows, nearly all experts; a streamed load wants one layer's at a time).
+    Passthrough rows (a vision tower) are left out: the text model does not hold them."""
+
+    def __init__(self, table) -> None:
+        self.table, self.params = table, walk.params_by_name(table)
+
+    def __getitem__(self, layer: int | None) -> list[walk.Row]:
+        out = []
+        for rule in self.table.RULES:
+            if rule.transform == "passthrough" or layer not in walk.layer_indices(self.table, rule.layers):
+                continue
+            param = self.params[(rule.target, rule.layers)]
+            experts = range(self.table.NUM_EXPERTS) if "{e}" in rule.source else (None,)
+            out.extend(walk.Row(walk.fill(rule.source, layer, e), rule.target, rule, param, layer, e) for e in experts)
+        return out
 
 
 class WeightLoader:
     """Fills a `SpecModel` from `get(name) -> tensor` (e.g. a dict's __getitem__, a lazy safetensors reader).
 
     Parts load independently: `load_globals` (embedding, head), `load_layer(i)`; `load` does all of them.
+    table: the canonical weight map to walk (default: built from the spec).
     """
 
-    def __init__(self, spec: ModelSpec, get: Getter, manifest: Manifest | None = None, device="cpu") -> None:
+    def __init__(
+        self, spec: ModelSpec, get: Getter, manifest: Manifest | None = None, device="cpu", table=None
+    ) -> None:
         self.spec, self.get, self.device = spec, get, torch.device(device)
-        manifest = manifest if manifest is not None else build_manifest(spec)
-        self.by_layer: dict[int | None, list[Tensor]] = defaultdict(list)
-        for t in manifest.tensors:
-            if not t.role.startswith("passthrough"):
-                self.by_layer[t.layer].append(t)
+        self.entries = EntryTable(manifest if manifest is not None else build_manifest(spec))
+        self.table = table if table is not None else canonical_map(spec)
+        self.by_layer = RowsByLayer(self.table)
 
     def load(self, model) -> None:
         self.load_globals(model)
@@ -60,84 +112,70 @@ class WeightLoader:
         self.load_head(model)
 
     def load_embedding(self, model) -> None:
-        self._load_part(model.embed_tokens)
+        self._load_part(model, model.embed_tokens, "embed_tokens.")
 
     def load_head(self, model) -> None:
-        self._load_part(model.head)
+        self._load_part(model, model.head, "head.")
 
-    def _load_part(self, part: SpecModule) -> None:
-        targets = part.role_targets()
+    def _load_part(self, model, part: SpecModule, prefix: str) -> None:
         self._materialise(part)
-        self._fill(targets, [t for t in self.by_layer[None] if t.role in targets])
+        self._fill(model, [row for row in self.by_layer[None] if row.target.startswith(prefix)])
         part.refresh_derived()
 
     def load_layer(self, model, i: int) -> None:
         layer = model.layers[i]
         self._materialise(layer)
-        self._fill(layer.role_targets(), self.by_layer[i])
+        self._fill(model, self.by_layer[i])
         layer.refresh_derived()
 
     def _materialise(self, part: SpecModule) -> None:
         if any(b.is_meta for b in part.buffers()):
             part.to_empty(device=self.device)
 
-    def _fetch(self, entry: Tensor) -> torch.Tensor:
+    def _fetch(self, name: str) -> torch.Tensor:
         try:
-            t = self.get(entry.name)
+            t = self.get(name)
         except KeyError:
             t = None
         if t is None:
-            raise InputError(f"{entry.name}: missing from the checkpoint")
-        if tuple(t.shape) != tuple(entry.shape):
-            raise InputError(f"{entry.name}: shape {list(entry.shape)} expected, got {_shape(t)}")
-        if entry.dtype == "U8":
+            raise InputError(f"{name}: missing from the checkpoint")
+        shape, dtype, _ = self.entries.get(name)
+        if list(t.shape) != shape:
+            raise InputError(f"{name}: shape {shape} expected, got {list(t.shape)}")
+        if dtype == "U8":
             if t.dtype != torch.uint8:
-                raise InputError(f"{entry.name}: dtype uint8 expected, got {str(t.dtype).removeprefix('torch.')}")
+                raise InputError(f"{name}: dtype uint8 expected, got {str(t.dtype).removeprefix('torch.')}")
         elif not t.is_floating_point():
-            raise InputError(f"{entry.name}: a float tensor expected, got {str(t.dtype).removeprefix('torch.')}")
+            raise InputError(f"{name}: a float tensor expected, got {str(t.dtype).removeprefix('torch.')}")
         elif not bool(torch.isfinite(t).all()):
-            raise InputError(f"{entry.name}: contains NaN or Inf")
+            raise InputError(f"{name}: contains NaN or Inf")
         return t
 
-    def _fill(self, targets: dict[str, tuple[SpecModule, str]], entries: list[Tensor]) -> None:
-        by_name = {t.name: t for t in entries}
-        with torch.no_grad():
-            for entry in entries:
-                if entry.role.endswith(".scale"):
-                    continue  # consumed with its weight_packed twin
-                if entry.role.endswith(".packed"):
-                    scale_entry = by_name[entry.name.removesuffix("weight_packed") + "weight_scale"]
-                    packed, scale = self._fetch(entry), self._fetch(scale_entry)
-                    value = dequantize_mxfp4(packed, scale)  # checked here, whatever the model keeps
-                    if not bool(torch.isfinite(value).all()):
-                        raise InputError(f"{scale_entry.name}: scale bytes give NaN or Inf weights")
-                    scale_role = entry.role.removesuffix(".packed") + ".scale"
-                    if entry.role in targets and scale_role in targets:  # the model keeps MXFP4 packed
-                        for role_, raw in ((entry.role, packed), (scale_role, scale)):
-                            module, attr = targets[role_]
-                            getattr(module, attr)[entry.expert].copy_(raw)
-                        continue
-                    role = entry.role.removesuffix(".packed")
-                else:
-                    value, role = self._fetch(entry), entry.role
-                if role not in targets:
-                    raise InputError(f"{entry.name}: role {role!r} has no place in the model")
-                module, attr = targets[role]
-                target = getattr(module, attr)
-                if role == "kda.a_log":
-                    value = self._strip_a_log(entry.name, value, target.shape[0])
-                if entry.expert is not None:
-                    target = target[entry.expert]
-                target.copy_(value.reshape(target.shape))
+    def _buffer(self, model, row: walk.Row) -> torch.Tensor:
+        name = walk.local_name(self.table, row, WHOLE)
+        try:
+            return model.get_buffer(name)
+        except AttributeError:
+            raise InputError(f"{row.source}: fills {name}, which is not a weight of the model") from None
 
-    @staticmethod
-    def _strip_a_log(name: str, value: torch.Tensor, heads: int) -> torch.Tensor:
-        flat = value.reshape(-1)
-        padding = flat[heads:]
-        if padding.numel() and bool((padding != 0).any()):
-            bad = int(torch.nonzero(padding != 0)[0]) + heads
-            raise InputError(f"{name}: padding entries {heads}..{flat.numel() - 1} must be zero, index {bad} is not")
-        return flat[:heads]
+    def _fill(self, model, rows: list[walk.Row]) -> None:
+        with torch.no_grad():
+            for row in rows:
+                try:
+                    value = walk.read_source(row, self._fetch)
+                except ValueError as err:  # a quirk the tensor breaks (non-zero A_log padding)
+                    raise InputError(str(err)) from None
+                if row.rule.transform == "mxfp4" and not bool(torch.isfinite(value).all()):
+                    raise InputError(f"{walk.scale_name(row.source)}: scale bytes give NaN or Inf weights")
+                target = self._buffer(model, row)[walk.region(self.table, row, WHOLE)]
+                target.copy_(value.reshape(target.shape))
+            by_source = {row.source: row for row in rows}
+            for row in filter(is_mxfp4_scale_row, rows):  # each pair dequantized once to check it, however kept
+                packed_row = by_source[mxfp4_twin(row.source)]
+                packed = self._buffer(model, packed_row)[walk.region(self.table, packed_row, WHOLE)]
+                scale = self._buffer(model, row)[walk.region(self.table, row, WHOLE)]
+                if not mxfp4_finite(packed, scale):
+                    raise InputError(f"{row.source}: scale bytes give NaN or Inf weights")
 
 
 def load_checkpoint_dir(model, spec: ModelSpec, path) -> None:

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from dayone.adapters.weightmap.contracts import split_of
 from dayone.adapters.weightmap.layouts import ENGINE_LAYOUTS, LAYOUTS
+from dayone.adapters.weightmap.quirks import param_dtype, param_shape, transform_of
 from dayone.adapters.weightmap.walk import Derived, Param, Rule
 from dayone.core.errors import InputError
 from dayone.spec.manifest import ExpertGroup, Tensor, build_manifest
 from dayone.spec.schema import ModelSpec
 
 MXFP4_MODES = ("packed", "dequantize")
-STORE_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "U8": "uint8"}
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ def _patterns(spec: ModelSpec) -> list[tuple[str, str, tuple[int, ...], str, fro
 
 
 def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> WeightMap:
-    """The table of `layout` ("inference", "vllm" or "megatron") for `spec`. mxfp4: keep routed experts "packed"
-    (weight_packed / weight_scale parameters) or "dequantize" them into float parameters."""
+    """The table of `layout` ("canonical", "inference", "vllm" or "megatron") for `spec`. mxfp4: keep routed
+    experts "packed" (weight_packed / weight_scale parameters) or "dequantize" them into float parameters."""
     if layout not in LAYOUTS:
         raise InputError(f"layout {layout!r} is not known (choose from {', '.join(LAYOUTS)})")
     if mxfp4 not in MXFP4_MODES:
@@ -79,7 +79,6 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
     place_of = LAYOUTS[layout]
     groups = layer_groups(spec)
     by_layers = {layers: name for name, layers in reversed(list(groups.items()))}
-    quantized = spec.quantization is not None
 
     members: dict[str, dict[int, tuple[int, tuple[int, ...], str, str]]] = defaultdict(dict)
     params: dict[str, dict] = {}
@@ -88,29 +87,22 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
         group = None if layers is None else by_layers.get(tuple(sorted(layers)))
         if layers is not None and group is None:
             raise InputError(f"{source}: its layers match no layer group of spec {spec.name}")
-        if quantized and role.endswith(".scale") and mxfp4 == "dequantize":
-            continue  # consumed with its weight_packed twin by the mxfp4 rule
+        transform = transform_of(role, mxfp4)
+        if transform is None:
+            continue  # an MXFP4 scale, consumed with its weight_packed twin by the mxfp4 rule
         place = place_of(spec, source, role, mxfp4)
-        transform = "copy"
-        if role == "kda.a_log":
-            transform = "a_log"
-        elif role.startswith("passthrough"):
-            transform = "passthrough"
-        elif role.endswith(".packed") and mxfp4 == "dequantize":
-            transform = "mxfp4"
         rules.append(Rule(source, place.target, place.part, place.shard, transform, group, shape))
-        param_shape = _param_shape(spec, role, shape, transform)
-        param_dtype = _param_dtype(spec, dtype, transform)
+        shape_, dtype_ = param_shape(spec, shape, transform), param_dtype(spec, dtype, transform)
         entry = params.setdefault(
             (place.target, group),
-            {"tp": place.tp, "splits": {}, "layers": group, "experts": place.experts, "dtype": param_dtype,
-             "shape": param_shape, "members": place.members, "align": place.align},
+            {"tp": place.tp, "splits": {}, "layers": group, "experts": place.experts, "dtype": dtype_,
+             "shape": shape_, "members": place.members, "align": place.align},
         )  # fmt: skip
         entry["splits"][place.part] = split_of(role)
         if place.part is not None:
-            members[(place.target, group)][place.part] = (param_shape[0], param_shape[1:], source, role)
-        elif entry["shape"] != param_shape:
-            raise InputError(f"{source}: shape {list(param_shape)} but {place.target} already has {entry['shape']}")
+            members[(place.target, group)][place.part] = (shape_[0], shape_[1:], source, role)
+        elif entry["shape"] != shape_:
+            raise InputError(f"{source}: shape {list(shape_)} but {place.target} already has {entry['shape']}")
 
     table = []
     for (name, group), entry in params.items():
@@ -130,7 +122,7 @@ def build_weight_map(spec: ModelSpec, layout: str, mxfp4: str = "packed") -> Wei
     return WeightMap(
         spec_name=spec.name,
         layout=layout,
-        mxfp4=mxfp4 if quantized else "none",
+        mxfp4=mxfp4 if spec.quantization is not None else "none",
         LAYERS=groups,
         NUM_EXPERTS=spec.moe.num_experts if spec.moe is not None else 0,
         PARAMS=tuple(table),
@@ -147,20 +139,6 @@ def _tp_rule(forced: str | None, splits: dict[int | None, str]) -> tuple[str, tu
     if "column" not in splits.values():
         return next(iter(splits.values())), ()
     return "column", tuple(sorted(part for part, split in splits.items() if split == "replicated"))
-
-
-def _param_shape(spec: ModelSpec, role: str, shape: tuple[int, ...], transform: str) -> tuple[int, ...]:
-    if transform == "a_log":
-        return (spec.kda.num_heads,)
-    if transform == "mxfp4":
-        return (shape[0], shape[1] * 2)
-    return shape
-
-
-def _param_dtype(spec: ModelSpec, dtype: str, transform: str) -> str:
-    if transform == "mxfp4":
-        return spec.checkpoint.dtype
-    return STORE_DTYPE[dtype]
 
 
 def _derived(spec: ModelSpec, layout: str, params: set[str]) -> tuple[Derived, ...]:

@@ -177,7 +177,9 @@ def required_derived(spec: ModelSpec, layout: str) -> list[tuple[str, str]]:
 
 
 def _derived(table, spec: ModelSpec) -> list[str]:
-    layout = "inference" if table.DERIVED or any(".self_attn." in r.target for r in table.RULES) else "megatron"
+    layout = getattr(table, "layout", None)  # a WeightMap names its layout; a generated table is told by its names
+    if layout is None:
+        layout = "inference" if table.DERIVED or any(".self_attn." in r.target for r in table.RULES) else "megatron"
     have = {(d.kind, d.inputs[0]) for d in table.DERIVED}
     groups = layer_groups(spec)
     problems = []

@@ -1,6 +1,9 @@
 """Where each checkpoint role goes in a framework: the parameter names, fusions and expert layout of a target.
 
-Three layouts cover the four targets:
+Four layouts: the canonical one is dayone's own model (`dayone.adapters.model`, reference and fast tiers: what
+`validate` judges), three cover the four targets:
+    canonical  the model's buffers: one per checkpoint tensor (no fusion), experts stacked per projection and kept
+               as the checkpoint stores them (MXFP4 pairs packed), A_log without its padding.
     inference  SGLang: checkpoint names kept except fused merged linears (q/k/v/g, the three convs, q_a with kv_a,
                gate with up) and FusedMoE expert stacks (w13 = w1 gate + w3 up, w2 = down).
     vllm       vLLM: the inference layout, with KDA layers on vLLM's own KimiGatedDeltaNetAttention: one merged
@@ -106,6 +109,62 @@ MXFP4_SUFFIX = {"packed": "weight_packed", "scale": "weight_scale"}
 INFERENCE_MXFP4_SUFFIX = {"packed": "weight", "scale": "weight_scale"}
 
 
+# The canonical layout: role -> buffer of the model (`SpecModel.get_buffer`), globals by full path, layer tensors
+# under layers.{i}.; routed experts stacked [E, ...] as ffn.experts.<proj> (<proj>_packed / <proj>_scale for MXFP4).
+CANONICAL_GLOBAL = {
+    "embed": "embed_tokens.weight",
+    "final_norm": "head.norm",
+    "lm_head": "head.lm_head",
+    "output_res.norm": "head.output_res.norm",
+    "output_res.proj": "head.output_res.proj",
+}
+CANONICAL_LAYER = {
+    "input_norm": "input_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "attn_res.norm": "attn_res.norm",
+    "attn_res.proj": "attn_res.proj",
+    "mlp_res.norm": "mlp_res.norm",
+    "mlp_res.proj": "mlp_res.proj",
+    "kda.q_proj": "self_attn.q_proj",
+    "kda.k_proj": "self_attn.k_proj",
+    "kda.v_proj": "self_attn.v_proj",
+    "kda.conv.q": "self_attn.q_conv",
+    "kda.conv.k": "self_attn.k_conv",
+    "kda.conv.v": "self_attn.v_conv",
+    "kda.f_a": "self_attn.f_a_proj",
+    "kda.f_b": "self_attn.f_b_proj",
+    "kda.b_proj": "self_attn.b_proj",
+    "kda.a_log": "self_attn.A_log",
+    "kda.dt_bias": "self_attn.dt_bias",
+    "kda.g_a": "self_attn.g_a_proj",
+    "kda.g_b": "self_attn.g_b_proj",
+    "kda.g_proj": "self_attn.g_proj",
+    "kda.o_norm": "self_attn.o_norm",
+    "kda.o_proj": "self_attn.o_proj",
+    "mla.q_a": "self_attn.q_a_proj",
+    "mla.q_a_norm": "self_attn.q_a_layernorm",
+    "mla.q_b": "self_attn.q_b_proj",
+    "mla.q_proj": "self_attn.q_proj",
+    "mla.kv_a": "self_attn.kv_a_proj_with_mqa",
+    "mla.kv_a_norm": "self_attn.kv_a_layernorm",
+    "mla.kv_b": "self_attn.kv_b_proj",
+    "mla.g_proj": "self_attn.g_proj",
+    "mla.o_proj": "self_attn.o_proj",
+    "mlp.gate": "ffn.gate_proj",
+    "mlp.up": "ffn.up_proj",
+    "mlp.down": "ffn.down_proj",
+    "moe.router": "ffn.router.weight",
+    "moe.correction_bias": "ffn.router.e_score_correction_bias",
+    "moe.latent_down": "ffn.routed_expert_down_proj",
+    "moe.latent_norm": "ffn.routed_expert_norm",
+    "moe.latent_up": "ffn.routed_expert_up_proj",
+    "moe.shared.gate": "ffn.shared.gate_proj",
+    "moe.shared.up": "ffn.shared.up_proj",
+    "moe.shared.down": "ffn.shared.down_proj",
+}
+CANONICAL_EXPERTS = "ffn.experts."  # + gate | up | down (float) or gate_packed | gate_scale ... (MXFP4)
+
+
 @dataclass(frozen=True)
 class Place:
     """Where one checkpoint tensor goes: parameter name (pattern), fused part, loader shard id, expert layout."""
@@ -117,6 +176,19 @@ class Place:
     experts: str = ""
     tp: str | None = None  # overrides contracts.SPLIT (Megatron experts: replicated over tensor parallelism)
     align: int = 1  # a rank's rows padded to a multiple of this (walk.Param.align)
+
+
+def canonical_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
+    """dayone's model: one buffer per checkpoint tensor, experts stacked, nothing fused."""
+    if role.startswith("passthrough"):
+        return Place(source)  # not part of the text model: the loader skips it
+    if role in CANONICAL_GLOBAL:
+        return Place(CANONICAL_GLOBAL[role])
+    if role.startswith("moe.expert."):
+        proj, kind = role.split(".")[2], (role.split(".")[3] if role.count(".") == 3 else None)
+        leaf = proj if kind is None or mxfp4 == "dequantize" else f"{proj}_{kind}"
+        return Place(f"layers.{{i}}.{CANONICAL_EXPERTS}{leaf}", experts="stacked")
+    return Place(f"layers.{{i}}.{CANONICAL_LAYER[role]}")
 
 
 def inference_place(spec: ModelSpec, source: str, role: str, mxfp4: str) -> Place:
@@ -194,7 +266,12 @@ def _kda_in_proj_parts(spec: ModelSpec) -> int:
     return 4 if spec.kda is not None and spec.kda.output_gate.kind == "full_rank" else 3
 
 
-LAYOUTS = {"inference": inference_place, "vllm": vllm_place, "megatron": megatron_place}
+LAYOUTS = {
+    "canonical": canonical_place,
+    "inference": inference_place,
+    "vllm": vllm_place,
+    "megatron": megatron_place,
+}
 # Layouts of inference engines: they keep tensors derived from weights (build.WeightMap.DERIVED).
 ENGINE_LAYOUTS = ("inference", "vllm")
 # The layout each target's generated code uses.
