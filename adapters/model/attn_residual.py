@@ -4,8 +4,9 @@ State per token: a bank of snapshots [n, D] and the running prefix [D]. Aggregat
     rows R = [bank_0 .. bank_{n-1}, prefix];  x_i = R_i * rsqrt(mean(R_i^2) + eps)  (no weight)
     s_i = <x_i, norm_w * proj_w[0]>;  mixed = sum_i softmax(s)_i R_i
 norm_w * proj_w[0] is a derived vector, recomputed from the current weights by `refresh_derived`.
-The sublayer then reads RMSNorm(mixed; side norm). The reference tier spells both out; the fast tier calls
-`dayone.kernels.attn_residual.attn_res_aggregate`, which fuses the side's norm.
+The sublayer then reads RMSNorm(mixed; side norm). The reference tier calls the op's reference
+(`dayone.kernels.attn_residual.reference`), the fast tier its public function `attn_res_aggregate`; both fuse the
+side's norm.
 Everything is per token, so nothing of it is cached between decode steps.
 """
 
@@ -17,8 +18,7 @@ import torch
 from dayone.adapters.model.capture import Capture, record, wants
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
-from dayone.adapters.model.norms import rms_norm
-from dayone.kernels.attn_residual import combined_score_weight
+from dayone.kernels.attn_residual.reference import attn_res_aggregate_reference, combined_score_weight
 
 
 @dataclass
@@ -27,14 +27,6 @@ class Stream:
 
     prefix: torch.Tensor
     bank: list[torch.Tensor] = field(default_factory=list)
-
-
-def aggregate(bank: list[torch.Tensor], prefix: torch.Tensor, combined: torch.Tensor, eps: float) -> torch.Tensor:
-    """bank: n tensors [N, D]; prefix [N, D]; combined [D] fp32 -> mixed [N, D] fp32."""
-    rows = torch.stack([*bank, prefix], dim=1).float()  # [N, n + 1, D]
-    normed = rows * torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + eps)
-    scores = normed @ combined  # [N, n + 1]
-    return (scores.softmax(-1)[..., None] * rows).sum(1)
 
 
 class ResidualMix(SpecModule):
@@ -50,19 +42,18 @@ class ResidualMix(SpecModule):
     def compute_derived(self) -> None:
         self.combined = combined_score_weight(self.norm, self.proj)
 
-    def forward(self, stream: Stream) -> torch.Tensor:
-        return aggregate(stream.bank, stream.prefix, self.combined, self.eps).to(stream.prefix.dtype)
-
     def then_norm(self, stream: Stream, norm_weight: torch.Tensor, name: str, capture: Capture | None = None):
         """RMSNorm(the mix; norm_weight) [N, D] in the stream's dtype: the sublayer's input. Records the mix as `name`."""
-        if self.tier.is_reference:
-            mixed = self(stream)
-            record(capture, name, mixed)
-            return rms_norm(mixed, norm_weight, self.eps)
-        from dayone.kernels.attn_residual import attn_res_aggregate
-
         prefix = stream.prefix
         bank = torch.stack(stream.bank, dim=1) if stream.bank else None  # [N, n, D]
+        if self.tier.is_reference:
+            no_bank = prefix.new_zeros(prefix.shape[0], 0, prefix.shape[1])
+            out, mixed = attn_res_aggregate_reference(no_bank if bank is None else bank, prefix, self.combined,
+                                                      norm_weight, self.eps)  # fmt: skip
+            record(capture, name, mixed.to(prefix.dtype))
+            return out
+        from dayone.kernels.attn_residual import attn_res_aggregate
+
         out = attn_res_aggregate(
             bank, prefix, self.combined, norm_weight, self.eps, return_mixed=wants(capture, name),
             backend=self.tier.backend("attn_res_aggregate", prefix),

@@ -1,7 +1,8 @@
 """Gated MLPs: the dense layer, the shared experts, and the activation every expert uses.
 
 silu: silu(gate) * up.   situ: beta*tanh(gate/beta)*sigmoid(gate) * linear_beta*tanh(up/linear_beta).
-Both in fp32 math. The reference tier spells the formula out; the fast tier calls `dayone.kernels.situ`.
+Both in fp32 math. The reference tier calls the op's reference (`dayone.kernels.situ.reference`), the fast tier its
+public function (`dayone.kernels.situ.act_and_mul`).
 """
 
 from __future__ import annotations
@@ -10,24 +11,18 @@ import torch
 import torch.nn.functional as F
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
+from dayone.kernels.situ.reference import act_and_mul_reference
 from dayone.spec.schema import Activation
 
 
 def gated_activation(gate: torch.Tensor, up: torch.Tensor, act: Activation, tier: Tier) -> torch.Tensor:
     """act(gate) * up' [..., I] in fp32 math, returned in gate's dtype."""
-    if not tier.is_reference:
-        from dayone.kernels.situ import act_and_mul
+    betas = {"beta": act.beta, "linear_beta": act.linear_beta} if act.kind == "situ" else {}
+    if tier.is_reference:
+        return act_and_mul_reference(gate, up, act.kind, **betas)
+    from dayone.kernels.situ import act_and_mul
 
-        betas = {"beta": act.beta, "linear_beta": act.linear_beta} if act.kind == "situ" else {}
-        return act_and_mul(gate, up, activation=act.kind, **betas, backend=tier.backend("act_and_mul", gate))
-    g, u = gate.float(), up.float()
-    if act.kind == "silu":
-        out = F.silu(g) * u
-    else:
-        out = (
-            act.beta * torch.tanh(g / act.beta) * torch.sigmoid(g) * (act.linear_beta * torch.tanh(u / act.linear_beta))
-        )
-    return out.to(gate.dtype)
+    return act_and_mul(gate, up, activation=act.kind, **betas, backend=tier.backend("act_and_mul", gate))
 
 
 class MLP(SpecModule):

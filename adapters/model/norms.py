@@ -1,4 +1,4 @@
-"""RMSNorm in fp32 math (plain, and the per-head gated form of KDA's o_norm)."""
+"""Plain RMSNorm in fp32 math (the gated per-head form is the gated_rmsnorm op: `dayone.kernels.gated_rmsnorm`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,3 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.
     if weight is not None:
         y = y * weight.float()
     return y.to(x.dtype)
-
-
-def gated_rms_norm(o: torch.Tensor, weight: torch.Tensor, gate: torch.Tensor, eps: float) -> torch.Tensor:
-    """KDA output norm: RMSNorm_head(o; weight) * sigmoid(gate), fp32 math. o, gate [..., H, V]; weight [V]."""
-    y = rms_norm(o.float(), weight, eps) * torch.sigmoid(gate.float())
-    return y.to(o.dtype)
