@@ -19,7 +19,9 @@ import torch
 from dayone.adapters.model import TIERS, Capture
 from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
+from dayone.checkpoint.reader import Checkpoint
 from dayone.core.errors import InputError
+from dayone.spec.schema import ModelSpec
 from dayone.validate import distributed
 from dayone.validate.floor import FLOOR_TIER, figures
 from dayone.validate.metrics import logprob_metrics, rows_for, tensor_row, topk_disagreement, topk_row
@@ -78,8 +80,10 @@ class Track:
     batch: Batch | None = None
 
 
-def validate(checkpoint: str, options: Options) -> dict:
-    """Run the validation; returns the report (a dashboard Report as a dict) on rank 0, {"status": ...} elsewhere."""
+def validate(checkpoint: str | Checkpoint, options: Options, spec: ModelSpec | None = None) -> dict:
+    """Run the validation of `checkpoint` (a folder or Hub id, or one already open) against `spec` (default:
+    options.spec_arg, else derived from its config.json); returns the report (a dashboard Report as a dict) on rank
+    0, {"status": ...} elsewhere."""
     if options.candidate not in TIERS:
         raise InputError(f"--candidate {options.candidate!r}: choose from {', '.join(TIERS)}")
     if options.routing not in ROUTINGS:
@@ -87,7 +91,7 @@ def validate(checkpoint: str, options: Options) -> dict:
     ranks = distributed.init(options.device)
     ok = False
     try:
-        source = open_source(checkpoint, options.spec_arg)
+        source = open_source(checkpoint, spec or options.spec_arg)
         spec = source.spec
         kind = resolve_reference(options.reference, source)
         golden = load_golden(kind, spec.vocab_size) if kind.startswith("golden:") else None
@@ -190,9 +194,8 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
             if cap is None:
                 continue
             if p + "out" in rc and p + "out" in cap:
-                row[f"{side}_rel_rms"] = tensor_row("out", layer, cap[p + "out"], rc[p + "out"], rows.activations)[
-                    "rel_rms"
-                ]
+                point = tensor_row("out", layer, cap[p + "out"], rc[p + "out"], rows.activations)
+                row[f"{side}_rel_rms"] = point["rel_rms"]
             if p + "topk_ids" in rc and p + "topk_ids" in cap:
                 row[f"{side}_topk_agreement"] = 1 - topk_disagreement(cap[p + "topk_ids"], rc[p + "topk_ids"])
         if len(row) > 1:
