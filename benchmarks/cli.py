@@ -140,7 +140,7 @@ def breakdown(skeleton: Path) -> None:
     from dayone.checkpoint import open_checkpoint
     from dayone.checkpoint.header_scan import parse_shard
     from dayone.checkpoint.safetensors_header import read_header_bytes
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.spec.manifest import EntryTable, build_manifest
 
     gc.disable()

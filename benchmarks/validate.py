@@ -71,7 +71,7 @@ def bench_speed(tokens: tuple[int, int], repeats: int) -> dict:
     import transformers
     from dayone.adapters.model import SpecModel, load_checkpoint_dir
     from dayone.checkpoint import open_checkpoint
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from transformers import KimiLinearForCausalLM
 
     transformers.utils.logging.set_verbosity_error()

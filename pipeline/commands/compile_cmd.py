@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json, write_atomic
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json
 from dayone.spec.registry import load_spec
 
 NO_GPU = "--autotune needs a CUDA GPU; compile without it here"

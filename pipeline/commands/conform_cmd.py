@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json, write_atomic
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json
 
 
 @click.command()
@@ -28,7 +29,7 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     Each adapter is installed into its framework's peer environment and the levels reached are reported:
     discovered, accepted, built, loaded, forward. Exit 1 when a level fails."""
     from dayone.checkpoint.reader import open_local
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.conform.driver import conform_all, passed
 
     if not adapters.is_dir():

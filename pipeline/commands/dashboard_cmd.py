@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json
 from dayone.dashboard.matrix import build_matrix
 from dayone.dashboard.reports import load_reports
 from dayone.dashboard.serve import make_server
 from dayone.dashboard.site import build_site
+from dayone.present import console, emit_json
 from dayone.spec.planner import GPUS
 
 

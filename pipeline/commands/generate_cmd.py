@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json
 from dayone.spec.registry import MODELS_DIR, load_spec
 from dayone.spec.schema import ModelSpec
 
@@ -22,7 +22,7 @@ def resolve_spec(source: str, spec_arg: str | None) -> ModelSpec:
     if (MODELS_DIR / f"{source}.yaml").is_file() or (path.is_file() and path.suffix in (".yaml", ".yml", ".json")):
         return load_spec(source)
     from dayone.checkpoint import open_checkpoint
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
 
     return spec_for_checkpoint(open_checkpoint(source), None)
 
@@ -90,7 +90,7 @@ def _conform(check: dict, target: str, root: Path, source: str, spec: ModelSpec)
 
 
 def _write_reports(path: Path, spec: ModelSpec, results: list[dict]) -> None:
-    from dayone.commands.output import write_atomic
+    from dayone.core.atomic import write_atomic
     from dayone.dashboard.reports import Report, now
 
     created = now()

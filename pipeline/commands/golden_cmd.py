@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import console
+from dayone.present import console
 
 
 @click.command()

@@ -9,7 +9,7 @@ import click
 from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.coverage import scan_coverage
 from dayone.checkpoint.safetensors_header import gc_paused
-from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.spec.manifest import DTYPE_BYTES, build_manifest
 
 SHOWN = 12  # patterns listed per category in the human output; --json has all
@@ -56,7 +56,7 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
         **coverage.as_dict(),
     }
     if as_json:
-        from dayone.commands.output import emit_json
+        from dayone.present import emit_json
 
         emit_json(report)
     else:
@@ -65,7 +65,7 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
 
 def _print(r: dict) -> None:
-    from dayone.commands.output import console, human_bytes
+    from dayone.present import console, human_bytes
     from rich.markup import escape
     from rich.table import Table
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json, write_atomic
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json
 from rich.console import Console
 from rich.markup import escape
 

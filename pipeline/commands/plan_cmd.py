@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import click
-from dayone.commands.output import console, emit_json, human_bytes, human_count
+from dayone.present import console, emit_json, human_bytes, human_count
 from dayone.spec.planner import GPUS, MEMORY_FRACTION, make_plan
 from dayone.spec.registry import load_spec
 

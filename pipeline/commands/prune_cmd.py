@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused
-from dayone.commands.output import console, emit_json, human_bytes
-from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json, human_bytes
 
 
 @click.command()

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json, human_bytes
 from dayone.core.errors import InputError
 from dayone.dashboard.reports import Report, now, write_report
+from dayone.present import console, emit_json, human_bytes
 from dayone.release import PublishError
 from dayone.release.github import PublishResult
 from dayone.release.github import publish as publish_release

@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from dayone.commands.output import console, emit_json, write_atomic
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.present import console, emit_json
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -75,7 +76,7 @@ def _shipped() -> list[str]:
 def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out, as_json, skip):
     from dayone import __version__
     from dayone.checkpoint import open_checkpoint
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.run import stages as S
     from dayone.run.runner import PASS, run_stages
 

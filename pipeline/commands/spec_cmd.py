@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from dayone.commands.output import console, emit_json, human_count, write_atomic
+from dayone.core.atomic import write_atomic
+from dayone.present import console, emit_json, human_count
 
 if TYPE_CHECKING:
     from dayone.spec.schema import ModelSpec
@@ -107,7 +108,7 @@ def derive(
 ) -> None:
     """Derive a spec from an HF config.json or a checkpoint folder."""
     from dayone.checkpoint.reader import read_config
-    from dayone.commands.spec_source import slug, spec_for_checkpoint
+    from dayone.checkpoint.spec_source import slug, spec_for_checkpoint
     from dayone.spec.derive import derive_spec
     from dayone.spec.family import conventions_for, searching
     from dayone.spec.registry import spec_to_dict, spec_to_yaml

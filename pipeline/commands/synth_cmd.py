@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 from dayone.checkpoint.writer import write_checkpoint
-from dayone.commands.output import console, human_bytes
 from dayone.core.errors import InputError
+from dayone.present import console, human_bytes
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec

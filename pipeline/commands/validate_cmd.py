@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dayone.commands.output import emit_json
+from dayone.present import emit_json
 
 
 @click.command()

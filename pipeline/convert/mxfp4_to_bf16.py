@@ -17,12 +17,12 @@ from pathlib import Path
 
 from dayone.checkpoint.reader import INDEX_NAME, Checkpoint
 from dayone.checkpoint.safetensors_header import read_header
-from dayone.commands.output import write_atomic
 from dayone.convert import state
 from dayone.convert.pieces import Dequant, Piece
 from dayone.convert.plan import count_pairs, owners, plan_file
 from dayone.convert.side_files import copy_side_files
 from dayone.convert.stream import write_stream
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 
 KIND = "mxfp4-to-bf16"

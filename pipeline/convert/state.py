@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from dayone.checkpoint.safetensors_header import read_header
-from dayone.commands.output import write_atomic
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 
 STATE_DIR = ".dayone-convert"

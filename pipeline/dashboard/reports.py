@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from dayone.commands.output import write_atomic
 from dayone.core import untrusted_json
+from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.core.redact import redact_data
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator

@@ -12,12 +12,12 @@ from importlib import resources
 from pathlib import Path
 
 import jinja2
-from dayone.commands.output import human_bytes, human_count
 from dayone.core.atomic import staged_folder
 from dayone.core.errors import InputError
 from dayone.dashboard.chart import numerics_svg
 from dayone.dashboard.matrix import HISTORY, NOT_RUN, WAITING, ModelRows, build_matrix
 from dayone.dashboard.reports import ARCHS, STAGES, TARGETED_STAGES, TARGETS, Report
+from dayone.present import human_bytes, human_count
 
 MARKER = ".dayone-dashboard"  # says "this folder is ours to replace"
 STATIC = ("style.css",)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from dayone.checkpoint import check_coverage, open_checkpoint
 from dayone.checkpoint.reader import Checkpoint
-from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.core.errors import InputError
 from dayone.spec.manifest import Manifest, build_manifest
 from dayone.spec.schema import ModelSpec

@@ -96,7 +96,7 @@ def test_activations_stay_well_scaled(k3_tiny):
 def _check_scales(k3_tiny) -> None:
     from dayone.adapters.model import Capture, SpecModel, WeightLoader
     from dayone.checkpoint import open_checkpoint
-    from dayone.commands.spec_source import spec_for_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
 
     ckpt = open_checkpoint(str(k3_tiny))
     spec = spec_for_checkpoint(ckpt, None)

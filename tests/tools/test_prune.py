@@ -9,7 +9,7 @@ import pytest
 import torch
 from cli_runner import assert_bad_input, integrate
 from dayone.checkpoint import open_checkpoint
-from dayone.commands.spec_source import spec_for_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.prune import cover, parse_layers, select
 from dayone.prune.layers import combo
 from dayone.spec.registry import load_spec

@@ -1,4 +1,5 @@
-"""Where a command's spec comes from: a shipped name, a spec file, or derived from a checkpoint's config.json."""
+"""A checkpoint's spec: a shipped name or spec file when one is given, else derived from its config.json (and its
+tensor names). Commands, `integrate run` and validate all take their spec from here."""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""How commands print: rich tables for people, one JSON document on stdout with --json, atomic file writes."""
+"""How dayone shows things to people: the one rich console, --json documents on stdout, and byte / count figures
+in human units. Commands print through it, and so do the domain modules that render a table (validate's report)
+or a page (the dashboard), which is why it lives here and not in dayone.commands: domain code never imports a
+command module. It imports nothing from dayone."""
 
 from __future__ import annotations
 
 import json
 
 import click
-from dayone.core.atomic import write_atomic  # noqa: F401 - commands import it from here
 from rich.console import Console
 
 console = Console(highlight=False)
