@@ -18,13 +18,19 @@ from rich.table import Table
 
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
 DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
+SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without importing torch for --help
 
 
 @click.command("run")
 @click.argument("checkpoint", required=False)
-@click.option("--demo", is_flag=True, help="Synthesise a tiny checkpoint (of --spec NAME, default kimi-k3) and run "
-              "every stage offline.")  # fmt: skip
+@click.option("--demo", is_flag=True, help="Synthesise a small stand-in checkpoint (of --spec NAME or FILE, default "
+              "kimi-k3) and run every stage offline; compile and plan at the spec's own widths.")  # fmt: skip
 @click.option("--spec", "spec_arg", help="Spec NAME or FILE (default: derived from the checkpoint's config.json).")
+@click.option("--scale", type=click.Choice(SCALE_NAMES), default=DEMO_SCALE, show_default=True,
+              help="--demo's stand-in: faithful keeps every per-head and per-expert width (fewer layers and experts); "
+              "tiny and small shrink widths too.")  # fmt: skip
+@click.option("--stand-in-for", "stand_in_for", metavar="SPEC", help="CHECKPOINT is a small stand-in of SPEC (NAME "
+              "or FILE, e.g. written by `synth SPEC --scale faithful`): compile and plan at SPEC's widths.")  # fmt: skip
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Targets (default: all).")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["sm_90", "sm_100"]), help="Default: both.")
 @click.option("--gpu", default="h200", show_default=True, help="GPU for the serving plan.")
@@ -41,25 +47,30 @@ DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
 )
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print OUT/report.json instead of the summary table.")
-def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, skip, out, as_json) -> None:
+def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo, tag, api_url, skip, out,
+        as_json) -> None:  # fmt: skip
     """Resolve, inspect, plan, generate, compile, validate, package (and publish) CHECKPOINT; write OUT/report.json
     and the dashboard OUT/site. Stages are keyed by their inputs' hashes and the code they run: a rerun with nothing
     changed reuses them, a failed stage is retried, and a killed run resumes. A failed stage does not stop the run:
     the stages that need it are reported "not run", the others run. One run at a time per OUT (a second exits 2).
     Exit 0 only if every stage passed, 1 otherwise."""
+    from dayone.commands.compile_cmd import compiling_process
     from dayone.run.lock import hold
 
     if demo == bool(checkpoint):
         raise InputError("run: give a CHECKPOINT or --demo (not both)")
     if bool(publish_repo) != bool(tag):
         raise InputError("run: --publish and --tag go together")
-    if demo and spec_arg and spec_arg not in _shipped():
-        raise InputError(f"run --demo --spec {spec_arg}: not a shipped spec ({', '.join(_shipped())})")
+    if demo and stand_in_for:
+        raise InputError("run: --stand-in-for names a CHECKPOINT's spec; --demo's stand-in is of --spec")
+    if not demo and scale != DEMO_SCALE:
+        raise InputError("run: --scale is --demo's (a CHECKPOINT has its own widths)")
+    compiling_process()  # the compile stage builds real kernels
     out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT
     out.mkdir(parents=True, exist_ok=True)
     with hold(out):
-        report, results = _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out,
-                               as_json, frozenset(skip))  # fmt: skip
+        report, results = _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo,
+                               tag, api_url, out, as_json, frozenset(skip))  # fmt: skip
     if as_json:
         emit_json(report)
     else:
@@ -67,18 +78,15 @@ def run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag
     raise SystemExit(0 if report["ok"] else 1)
 
 
-def _shipped() -> list[str]:
-    from dayone.spec.registry import list_specs
-
-    return list_specs()
-
-
-def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, tag, api_url, out, as_json, skip):
+def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo, tag, api_url, out,
+         as_json, skip):  # fmt: skip
     from dayone import __version__
     from dayone.checkpoint import open_checkpoint
     from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.run import stages as S
     from dayone.run.runner import PASS, run_stages
+    from dayone.run.stand_in import check_stand_in
+    from dayone.spec.registry import load_spec
 
     created = _created(out)
     results = {}
@@ -97,9 +105,9 @@ def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, ta
             progress.update(task, description=f"stage {name}")
             progress.advance(task)
 
+        named = load_spec(spec_arg or DEMO_SPEC if demo else stand_in_for) if demo or stand_in_for else None
         if demo:
-            results.update(run_stages([S.synth_stage(spec_arg or DEMO_SPEC, DEMO_SCALE, DEMO_SEED)], out, __version__,
-                                      started))  # fmt: skip
+            results.update(run_stages([S.synth_stage(named, scale, DEMO_SEED)], out, __version__, started))
             if results["synth"].status != PASS:
                 progress.update(task, description="dashboard")
                 return _finish(out, created, None, results, gpu, gpus), results
@@ -107,7 +115,7 @@ def _run(checkpoint, demo, spec_arg, targets, archs, gpu, gpus, publish_repo, ta
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         ctx = S.RunContext(ckpt, spec, out, created, tuple(targets) or TARGETS, tuple(archs) or ("sm_90", "sm_100"),
-                           gpu, gpus)  # fmt: skip
+                           gpu, gpus, stands_in_for=check_stand_in(spec, named) if named else None)  # fmt: skip
         stages = [S.spec_stage(ctx), S.coverage_stage(ctx), S.plan_stage(ctx), S.generate_stage(ctx),
                   S.conform_stage(ctx), S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
         if publish_repo:

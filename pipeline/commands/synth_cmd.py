@@ -1,4 +1,4 @@
-"""`integrate synth SPEC (--scale tiny|small | --skeleton) -o DIR`: a checkpoint in the release format before the
+"""`integrate synth SPEC (--scale tiny|small|faithful | --skeleton) -o DIR`: a checkpoint in the release format before the
 weights exist: with real, deterministic weights at a scaled-down width, or full size with sparse data regions."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec
 from rich.progress import Progress
 
-SCALE_NAMES = ("tiny", "small")
+SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without importing torch for --help
 
 
 @click.command()
 @click.argument("spec_arg", metavar="SPEC")
-@click.option("--scale", type=click.Choice(SCALE_NAMES), help="Real weights at this width, structure kept.")
+@click.option("--scale", type=click.Choice(SCALE_NAMES), help="Real weights at this width, structure kept; faithful "
+              "keeps every per-head and per-expert width (fewer layers and experts, see dayone.synth.faithful).")  # fmt: skip
 @click.option("--layers", type=int, help="Keep the first N layers of the layer table (default: all).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Same seed, byte-identical files.")
 @click.option("--skeleton", is_flag=True, help="Full size, real headers, data regions left sparse (no disk used).")
@@ -38,7 +39,7 @@ def synth(
 ) -> None:
     """Write a synthetic checkpoint of SPEC in the release's format (names, dtypes, shards, config.json)."""
     if skeleton == (scale is not None):
-        raise InputError("synth: pass exactly one of --scale tiny|small (real weights) and --skeleton (full size)")
+        raise InputError("synth: pass exactly one of --scale tiny|small|faithful (real weights) and --skeleton")
     if skeleton and layers is not None:
         raise InputError("synth: --layers needs --scale (a skeleton is the whole release)")
     spec = load_spec(spec_arg)

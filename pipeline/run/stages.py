@@ -38,6 +38,21 @@ class RunContext:
     gpu: str = "h200"
     gpus: int = 8
     reports: list[Report] = field(default_factory=list)
+    # The spec a small stand-in checkpoint stands in for (the demo's synthesised checkpoint: its release spec):
+    # kernels are compiled and the serving plan made at its widths, not at the stand-in's. None: the checkpoint's own.
+    stands_in_for: ModelSpec | None = None
+
+    @property
+    def widths(self) -> ModelSpec:
+        """The spec whose dims the compile and plan stages use: the one the checkpoint stands in for, else its own."""
+        return self.stands_in_for or self.spec
+
+    def widths_inputs(self) -> dict:
+        """What of the named spec decides compile and plan outputs (nothing when the checkpoint is not a stand-in)."""
+        return {"stands_in_for": spec_to_yaml(self.stands_in_for)} if self.stands_in_for is not None else {}
+
+    def widths_note(self) -> str:
+        return f" at {self.stands_in_for.name}'s widths" if self.stands_in_for is not None else ""
 
     @cached_property
     def checkpoint_digest(self) -> dict[str, str]:
@@ -115,16 +130,18 @@ def plan_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.spec.planner import make_plan
 
-        plan = make_plan(ctx.spec, ctx.gpu, ctx.gpus).as_dict()
+        plan = make_plan(ctx.widths, ctx.gpu, ctx.gpus).as_dict()
         _dump(workdir / "plan.json", plan)
         fits = "fits" if plan["fits"] else f"needs {plan['min_gpus']} GPUs"
         return StageResult(
-            "pass", f"{ctx.gpus} x {ctx.gpu}: {fits}, {plan['decode_bound_tokens_per_s']:.0f} tok/s bound"
+            "pass",
+            f"{ctx.gpus} x {ctx.gpu}{ctx.widths_note()}: {fits}, {plan['decode_bound_tokens_per_s']:.0f} tok/s bound",
         )
 
     return Stage(
-        "plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus}, run, after=("spec",), code=("dayone.spec.planner",)
-    )
+        "plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus, **ctx.widths_inputs()}, run, after=("spec",),
+        code=("dayone.spec.planner",),
+    )  # fmt: skip
 
 
 def generate_stage(ctx: RunContext) -> Stage:
@@ -196,7 +213,7 @@ def compile_stage(ctx: RunContext) -> Stage:
 
         cache = ctx.out / "cache" / "kernels"
         try:
-            table = compile_specializations(specializations_for(ctx.spec), ctx.archs, cache)
+            table = compile_specializations(specializations_for(ctx.widths), ctx.archs, cache)
         except AotError as err:
             _dump(workdir / "error.json", {"error": str(err)})
             return StageResult("fail", str(err))
@@ -206,35 +223,36 @@ def compile_stage(ctx: RunContext) -> Stage:
             shutil.copyfile(cache / row.cubin, workdir / "cubin" / row.cubin)
             # Timings and cache hits vary between runs; the stage's files must not.
             rows.append({k: v for k, v in row.as_dict().items() if k not in ("compile_seconds", "cached")})
-        resources = {"stage": "compile", "spec": ctx.spec.name, "archs": list(ctx.archs), "ok": True, "kernels": rows}
+        resources = {"stage": "compile", "spec": ctx.widths.name, "archs": list(ctx.archs), "ok": True, "kernels": rows}
         _dump(workdir / "resources.json", resources)
         for arch in ctx.archs:
             ctx.report(workdir, "compile", "pass", {"resources": [r for r in rows if r["arch"] == arch]}, arch=arch)
-        return StageResult("pass", f"{len(rows)} kernel builds for {', '.join(ctx.archs)}")
+        return StageResult("pass", f"{len(rows)} kernel builds for {', '.join(ctx.archs)}{ctx.widths_note()}")
 
     return Stage(
-        "compile", lambda: {"archs": ctx.archs, "triton": _version("triton")}, run, after=("spec",),
+        "compile", lambda: {"archs": ctx.archs, "triton": _version("triton"), **ctx.widths_inputs()}, run,
+        after=("spec",),
         code=("dayone.compile_stage", "dayone.kernels.*"),  # kernels are imported by name
     )  # fmt: skip
 
 
-def synth_stage(spec_name: str, scale: str, seed: int) -> Stage:
-    """The demo's checkpoint: a tiny K3 written by `integrate synth`'s code, deterministic by seed. The folder is
-    named <spec>-<scale>, which is the name the spec derived from it takes."""
+def synth_stage(named: ModelSpec, scale: str, seed: int) -> Stage:
+    """The demo's checkpoint: a stand-in of `named` (a shipped spec or a spec file) at `scale` (tiny, small or
+    faithful), written by `integrate synth`'s code, deterministic by seed. The folder is named <spec>-<scale>, which
+    is the name the spec derived from it takes."""
 
     def run(workdir: Path) -> StageResult:
-        from dayone.spec.registry import load_spec
         from dayone.synth.scale import scaled_spec
         from dayone.synth.write import write_synthetic
 
-        spec = scaled_spec(load_spec(spec_name), scale)
-        folder = f"{spec_name}-{scale}"
+        spec = scaled_spec(named, scale)
+        folder = f"{named.name}-{scale}"
         write_synthetic(spec, workdir / folder, seed=seed, num_shards=3)
-        return StageResult("pass", f"{spec_name} at scale {scale}, seed {seed}", {"checkpoint": f"synth/{folder}"})
+        return StageResult("pass", f"{named.name} at scale {scale}, seed {seed}", {"checkpoint": f"synth/{folder}"})
 
     return Stage(
-        "synth", lambda: {"spec": spec_name, "scale": scale, "seed": seed}, run,
-        code=("dayone.spec.registry", "dayone.synth.scale", "dayone.synth.write"),
+        "synth", lambda: {"spec": spec_to_yaml(named), "scale": scale, "seed": seed}, run,
+        code=("dayone.spec.registry", "dayone.synth.scale", "dayone.synth.faithful", "dayone.synth.write"),
     )  # fmt: skip
 
 

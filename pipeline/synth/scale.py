@@ -56,17 +56,27 @@ SCALES: dict[str, Scale] = {
 }  # fmt: skip
 
 
+SCALE_NAMES = (*SCALES, "faithful")
+
+
 def scaled_spec(spec: ModelSpec, scale: str | Scale, layers: int | None = None) -> ModelSpec:
-    """A copy of `spec` at `scale` ("tiny", "small" or a Scale), optionally cut to its first `layers` layers."""
+    """A copy of `spec` at `scale` ("tiny", "small", "faithful" or a Scale), optionally cut to its first `layers`
+    layers ("faithful" chooses its own layers: dayone.synth.faithful)."""
+    if scale == "faithful":
+        if layers is not None:
+            raise InputError("--layers: the faithful scale chooses its layers (whole periods of the layout)")
+        from dayone.synth.faithful import faithful_spec
+
+        return faithful_spec(spec)
     if isinstance(scale, str):
         if scale not in SCALES:
-            raise InputError(f"--scale {scale!r}: choose from {', '.join(SCALES)}")
+            raise InputError(f"--scale {scale!r}: choose from {', '.join(SCALE_NAMES)}")
         name, s = f"{spec.name}-{scale}", SCALES[scale]
     else:
         name, s = f"{spec.name}-scaled", scale
     data = spec_to_dict(spec)
     data.update(name=name, hidden_size=s.hidden, vocab_size=s.vocab)
-    data["token_ids"] = _token_ids(spec, s.vocab)
+    data["token_ids"] = token_ids_at_end(spec, s.vocab)
     if layers is not None:
         if not 1 <= layers <= spec.num_layers:
             raise InputError(f"--layers {layers}: {spec.name} has 1..{spec.num_layers} layers")
@@ -98,12 +108,18 @@ def scaled_spec(spec: ModelSpec, scale: str | Scale, layers: int | None = None) 
         if spec.moe.latent_size is not None:
             moe["latent_size"] = s.latent
     if spec.passthrough is not None and spec.passthrough.vision is not None:
-        v = data["passthrough"]["vision"]
-        v.update(hidden_size=s.vision_hidden, intermediate_size=s.vision_intermediate,
-                 qkv_hidden_size=s.vision_hidden, num_heads=s.vision_heads, pos_emb_height=s.vision_pos_emb,
-                 pos_emb_width=s.vision_pos_emb, mm_hidden_size=s.vision_hidden)  # fmt: skip
+        data["passthrough"]["vision"].update(scaled_vision(s))
     data["release"] = {"num_shards": spec.release.num_shards} if spec.release.num_shards else {}
     return ModelSpec.model_validate(data)
+
+
+def scaled_vision(s: Scale = SCALES["tiny"]) -> dict:
+    """The vision tower's widths at scale `s` (nothing runs the tower: its tensors are passed through)."""
+    width, heads, pos = s.vision_hidden, s.vision_heads, s.vision_pos_emb
+    return {
+        "hidden_size": width, "intermediate_size": s.vision_intermediate, "qkv_hidden_size": width,
+        "num_heads": heads, "pos_emb_height": pos, "pos_emb_width": pos, "mm_hidden_size": width,
+    }  # fmt: skip
 
 
 def _a_log_shape(spec: ModelSpec, heads: int) -> list[int]:
@@ -118,7 +134,7 @@ def _a_log_shape(spec: ModelSpec, heads: int) -> list[int]:
     return [heads]
 
 
-def _token_ids(spec: ModelSpec, vocab: int) -> dict:
+def token_ids_at_end(spec: ModelSpec, vocab: int) -> dict:
     """Special ids moved into the small vocabulary: the last ids, in the release's order (bos < eos < pad)."""
     ids = spec.token_ids.model_dump(exclude_none=True)
     ordered = sorted(ids, key=lambda k: ids[k])
