@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# megatron-core 0.16.1 and megatron-bridge 0.3.1 as a peer of the main venv (its CPU torch 2.13.0): installed with
+# The pinned megatron-core and megatron-bridge as a peer of the main venv (its CPU torch 2.13.0): installed with
 # --no-deps into .venv/peers/megatron, which only the Megatron checks put on their path. megatron-core needs nothing
 # beyond torch, numpy and packaging (already in the main venv); megatron-bridge's providers import omegaconf (pure
 # Python, with its antlr4 runtime). No CUDA torch and no TransformerEngine is pulled: `import megatron.bridge` itself
@@ -11,9 +11,13 @@ cd "$(dirname "$0")/../.."
 # where dayone.adapters.megatron.peer looks for it.
 py=${PYTHON:-.venv/bin/python}
 target=${PEERS_DIR:-.venv/peers}/megatron
-if [ -d "$target/megatron_core-0.16.1.dist-info" ] && [ -d "$target/megatron_bridge-0.3.1.dist-info" ] \
+# The pins live in one table (dayone.checks.releases.RELEASES); the generators and the checks read it too.
+pin() { "$py" -c "from dayone.checks.releases import RELEASES; print(RELEASES['$1'].version)"; }
+core=$(pin megatron-core)
+bridge=$(pin megatron-bridge)
+if [ -d "$target/megatron_core-$core.dist-info" ] && [ -d "$target/megatron_bridge-$bridge.dist-info" ] \
   && [ -d "$target/omegaconf-2.3.0.dist-info" ]; then
   exit 0
 fi
-"$py" -m pip install -q --no-deps --target "$target" megatron-core==0.16.1 megatron-bridge==0.3.1 \
+"$py" -m pip install -q --no-deps --target "$target" "megatron-core==$core" "megatron-bridge==$bridge" \
   omegaconf==2.3.0 antlr4-python3-runtime==4.9.3

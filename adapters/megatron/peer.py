@@ -14,10 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from dayone.checks.releases import RELEASES
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
-RELEASE = "megatron_core-0.16.1.dist-info"
+CORE = RELEASES["megatron-core"]
+RELEASE = f"megatron_core-{CORE.version}.dist-info"  # what 30-megatron.sh installs, from the same table
 
 
 def peer_path() -> Path:
@@ -51,7 +53,7 @@ def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
 def _run(spec: ModelSpec, module: str = "dayone.adapters.megatron.verify", timeout: int = 900, out_dir=False) -> dict:
     peer = peer_path()
     if not (peer / RELEASE).is_dir():
-        why = f"megatron-core 0.16.1 is not installed in {peer} (.ci/setup.d/30-megatron.sh)"
+        why = f"megatron-core {CORE.version} is not installed in {peer} (.ci/setup.d/30-megatron.sh)"
         return {"status": "not run", "why": why, "failures": []}
     with tempfile.TemporaryDirectory(prefix="dayone-megatron-") as folder:
         spec_file = Path(folder) / f"{spec.name}.json"

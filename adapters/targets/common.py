@@ -124,8 +124,51 @@ def shipped_source(file_name: str, spec: ModelSpec) -> str:
 
 
 def table_source(spec: ModelSpec, wm: WeightMap, what: str) -> str:
-    """weight_table.py: the map as data (walk.py's Param / Rule / Derived)."""
-    return render("common/weight_table.py.j2", header=header(spec, what), wm=wm, spec=spec)
+    """weight_table.py: the map as data (walk.py's Param / Rule / Derived), its layer groups as ranges."""
+    groups = {name: ranges_expression(indices) for name, indices in wm.LAYERS.items()}
+    layout = describe(spec)["layout_text"]
+    return render(
+        "common/weight_table.py.j2", header=header(spec, what), wm=wm, spec=spec, groups=groups, layout_text=layout
+    )
+
+
+def layer_ranges(indices) -> list[range]:
+    """The fewest ranges of one step whose union is `indices` (ascending, distinct): a layout that repeats every p
+    layers is p ranges of step p or fewer ("23 x [kda kda kda mla] + [mla]": kda is 3 ranges, mla 2), a contiguous
+    group one range. Ties go to the smaller step."""
+    members = sorted(set(indices))
+    if not members:
+        return []
+    present = set(members)
+    best: list[range] | None = None
+    for step in range(1, members[-1] - members[0] + 2):
+        ranges, taken = [], set()
+        for first in members:
+            if first in taken:
+                continue
+            last = first
+            while last + step in present:
+                last += step
+            taken.update(range(first, last + 1, step))
+            ranges.append(range(first, last + 1, step if last > first else 1))
+            if best is not None and len(ranges) >= len(best):
+                break
+        else:
+            best = ranges if best is None or len(ranges) < len(best) else best
+        if len(best) == 1:
+            break
+    return best
+
+
+def ranges_expression(indices) -> str:
+    """`layers(range(...), ...)`: the Python expression of a layer group in weight_table.py."""
+    terms = []
+    for r in layer_ranges(indices):
+        if r.step != 1:
+            terms.append(f"range({r.start}, {r.stop}, {r.step})")
+        else:
+            terms.append(f"range({r.stop})" if r.start == 0 else f"range({r.start}, {r.stop})")
+    return f"layers({', '.join(terms)})"
 
 
 def format_python(text: str, name: str = "generated.py") -> str:

@@ -3,7 +3,7 @@ mapping registry built from the megatron weight table (replicated, column-parall
 mappings) and an MLAModelProvider whose `transformer_layer_spec` is the spec's TransformerBlock spec
 (`dayone.adapters.megatron`), so `provide()` builds the same GPTModel as Miles' plugin and dayone's checks. The
 package's `__init__` imports nothing of Megatron: `register()` imports bridge.py, whose decorator registers the
-bridge (Megatron-Bridge 0.3.1 discovers bridges by import only).
+bridge (Megatron-Bridge discovers bridges by import only).
 
     <out>/megatron_bridge/<package>/bridge.py, __init__.py, spec_data.py
     <out>/megatron_bridge/<package>/weight_table.py, walk.py, mxfp4.py
@@ -14,11 +14,12 @@ from __future__ import annotations
 from dayone.adapters.megatron.config import model_fields
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
+from dayone.checks.releases import RELEASES
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
 TARGET = "megatron-bridge"
-RELEASE = "0.3.1"
+RELEASE = RELEASES[TARGET].version
 
 
 def provider(spec: ModelSpec) -> list[tuple[str, object]]:

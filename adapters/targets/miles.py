@@ -20,74 +20,88 @@ from __future__ import annotations
 from dayone.adapters.megatron.config import model_fields
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
+from dayone.checks.releases import RELEASES
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
 TARGET = "miles"
-RELEASE = "megatron-core 0.16.1"
+RELEASE = f"megatron-core {RELEASES['megatron-core'].version}"
 # The Miles commit (its K3 branch) whose megatron_to_hf/__init__.py the patch is written against, and that file's
 # git blob: the patch applies to exactly this content.
 MILES_COMMIT = "c7969ad1f64980688cd1530426dde42851b86d5c"
 MILES_DISPATCH = "miles/backends/megatron_utils/megatron_to_hf/__init__.py"
 MILES_DISPATCH_BLOB = "5f50ce493b69838c8ba6127f9299644b172818b3"
-# Megatron-LM training flags that name no TransformerConfig field, each as Miles' K3 script passes it
-# (radixark/miles@c7969ad scripts/models/kimi-k3.sh), with the config field it sets.
-MEGATRON_LM_FLAGS = {
-    "spec": None,
-    "vocab-size": None,
-    "max-position-embeddings": None,
-    "make-vocab-size-divisible-by": None,
-    "position-embedding-type": None,
-    "untie-embeddings-and-output-weights": "share_embeddings_and_output_weights",
-    "disable-bias-linear": "add_bias_linear",
-    "swiglu": "gated_linear_unit",
-    "norm-epsilon": "layernorm_epsilon",
-    "num-experts": "num_moe_experts",
-}
-# TransformerConfig fields passed as arguments (the rest of model_fields are the plugin's to set).
-CONFIG_ARGS = (
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_channels", "normalization",
-    "hidden_dropout", "attention_dropout", "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
+# The model arguments, in the order Miles' K3 script passes them, by their Megatron-LM names (argparse dests, as
+# Python spells them): a megatron-core TransformerConfig field (its value from `model_fields`, the fields the model
+# is built with; the rest of them are the plugin's to set) or one of MEGATRON_LM_FLAGS. Miles spells each with dashes
+# (`flag`); None and False values are dropped.
+ARGUMENTS = (
+    "num_layers", "hidden_size", "vocab_size", "max_position_embeddings", "spec", "normalization", "norm_epsilon",
+    "disable_bias_linear", "swiglu", "untie_embeddings_and_output_weights", "position_embedding_type",
+    "linear_attention_freq", "num_experts", "ffn_hidden_size", "num_attention_heads", "kv_channels", "hidden_dropout",
+    "attention_dropout", "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim",
     "qk_pos_emb_head_dim", "v_head_dim", "qk_layernorm", "moe_layer_freq", "moe_ffn_hidden_size",
     "moe_shared_expert_intermediate_size", "moe_router_topk", "moe_router_score_function", "moe_router_pre_softmax",
     "moe_router_enable_expert_bias", "moe_router_bias_update_rate", "moe_router_topk_scaling_factor",
     "moe_router_num_groups", "moe_router_group_topk", "moe_router_dtype", "moe_router_load_balancing_type",
     "moe_aux_loss_coeff",
 )  # fmt: skip
+# Megatron-LM training flags that name no TransformerConfig field, each as Miles' K3 script passes it
+# (radixark/miles@c7969ad scripts/models/kimi-k3.sh): the config field it sets and how (a bool: the field's value
+# when the bare flag is given; None: the flag's value), or None when it sets no config field.
+MEGATRON_LM_FLAGS = {
+    "spec": None,
+    "vocab_size": None,
+    "max_position_embeddings": None,
+    "make_vocab_size_divisible_by": None,
+    "position_embedding_type": None,
+    "linear_attention_freq": None,  # megatron-core's hybrid-pattern field (1 = linear attention); the plugin checks it
+    "untie_embeddings_and_output_weights": ("share_embeddings_and_output_weights", False),
+    "disable_bias_linear": ("add_bias_linear", False),
+    "swiglu": ("gated_linear_unit", True),
+    "norm_epsilon": ("layernorm_epsilon", None),
+    "num_experts": ("num_moe_experts", None),
+}
+
+
+def flag(name: str) -> str:
+    """Miles' (Megatron-LM's command-line) spelling of an argument: `moe_router_topk` -> `moe-router-topk`."""
+    return name.replace("_", "-")
+
+
+def arguments(spec: ModelSpec) -> list[tuple[str, object]]:
+    """ARGUMENTS with their values for the spec (None and False included: the scripts drop them)."""
+    package = common.package_name(spec, TARGET)
+    fields = model_fields(spec) | {"share_embeddings_and_output_weights": spec.tie_word_embeddings}
+    own = {
+        "vocab_size": spec.vocab_size,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "spec": f"{package}.plugin get_{common.snake(spec.name)}_spec",
+        "position_embedding_type": "none",
+        "linear_attention_freq": (
+            [1 if a == "kda" else 0 for a in spec.attention_kinds] if spec.kda is not None else None
+        ),
+    }
+    out = []
+    for name in ARGUMENTS:
+        sets = MEGATRON_LM_FLAGS.get(name)
+        if name in own:
+            value = own[name]
+        elif sets is None:
+            value = fields.get(name)
+        else:
+            field, given = sets
+            value = fields.get(field) if given is None else fields.get(field) == given
+        if name.endswith("_freq") and value is not None:
+            value = list_expression([str(v) for v in value])
+        out.append((name, value))
+    return out
 
 
 def model_args(spec: ModelSpec) -> list[tuple[str, object]]:
-    """Megatron arguments, in a stable order (None and False values are dropped by the script)."""
-    fields = model_fields(spec)
-    package = common.package_name(spec, TARGET)
-    args: list[tuple[str, object]] = [
-        ("num-layers", spec.num_layers),
-        ("hidden-size", spec.hidden_size),
-        ("vocab-size", spec.vocab_size),
-        ("max-position-embeddings", spec.max_position_embeddings),
-        ("spec", f"{package}.plugin get_{common.snake(spec.name)}_spec"),
-        ("normalization", "RMSNorm"),
-        ("norm-epsilon", spec.norm_eps),
-        ("disable-bias-linear", True),
-        ("swiglu", True),  # gated MLPs: linear_fc1 = [gate; up] (the plugin sets SiTU where the spec has it)
-        ("untie-embeddings-and-output-weights", not spec.tie_word_embeddings),
-        ("position-embedding-type", "none"),
-    ]
-    if spec.kda is not None:
-        # megatron-core's own hybrid-pattern field (1 = linear attention); the plugin checks it against the spec
-        args.append(
-            ("linear-attention-freq", list_expression(["1" if a == "kda" else "0" for a in spec.attention_kinds]))
-        )
-    if spec.moe is not None:
-        args.append(("num-experts", spec.moe.num_experts))
-    for name in CONFIG_ARGS:
-        if name in fields and name not in ("num_layers", "hidden_size", "normalization"):
-            value = fields[name]
-            if name == "moe_layer_freq":
-                value = list_expression([str(f) for f in value])
-            args.append((name.replace("_", "-"), value))
-    return args
+    """The arguments as Miles passes them (dashed flags), in ARGUMENTS' order."""
+    return [(flag(name), value) for name, value in arguments(spec)]
 
 
 def list_expression(flags: list[str]) -> str:
@@ -101,8 +115,9 @@ def list_expression(flags: list[str]) -> str:
 
 
 def unknown_arguments(flags: list[str], config_fields: set[str]) -> list[str]:
-    """The flags neither a TransformerConfig field (`config_fields`, underscored) nor a known Megatron-LM flag."""
-    return [f for f in flags if f not in MEGATRON_LM_FLAGS and f.replace("-", "_") not in config_fields]
+    """The (dashed) flags neither a TransformerConfig field (`config_fields`) nor a known Megatron-LM flag."""
+    lm_flags = {flag(name) for name in MEGATRON_LM_FLAGS}
+    return [f for f in flags if f not in lm_flags and f.replace("-", "_") not in config_fields]
 
 
 def shell_args(args: list[tuple[str, object]]) -> list[str]:
@@ -142,7 +157,7 @@ def files(spec: ModelSpec) -> dict[str, str]:
     snake = common.snake(spec.name)
     wm = build_weight_map(spec, "megatron", mxfp4="dequantize")
     what = "Miles weight conversion"
-    args = [(flag, value) for flag, value in model_args(spec) if value is not None and value is not False]
+    args = [(name, value) for name, value in model_args(spec) if value is not None and value is not False]
     context = {
         "header": common.header(spec, what),
         "spec": spec,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
+from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 TARGET = "sglang"
-RELEASE = "0.5.23"
+RELEASE = RELEASES[TARGET].version
 
 
 def refusals(spec: ModelSpec) -> list[str]:

@@ -37,7 +37,7 @@ HONOURED = {
     "gate bound": ({"kda": {"gate": {"lower_bound": -3.0}}}, '"gate_lower_bound": -3.0', None),
     "no q LoRA": ({"mla": {"q_lora_rank": None}}, "self.q_proj = ColumnParallelLinear(", "q_a_layernorm"),
     "no output gate": ({"mla": {"output_gate": False}}, "class LatentAttention", "self.g_proj = ColumnParallelLinear"),
-    "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": (0, 1)', None),
+    "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": layers(range(2))', None),
 }
 REFUSED = {
     "RoPE MLA": (
