@@ -82,6 +82,20 @@ def cache_key(spec: Specialization, arch: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# An instruction that writes global memory (plain, reduction, atomic, TMA): every kernel here writes its outputs.
+GLOBAL_WRITE = re.compile(
+    r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(?:STG|ST|REDG|RED|ATOMG|ATOM|UTMASTG|UTMAREDG)\b", re.MULTILINE
+)
+
+
+def writes_memory(cubin: Path) -> bool:
+    """Whether the cubin's code stores anything. A kernel the compiler found it cannot run is compiled to a trap: the
+    cubin builds and loads, then kills the first launch, and stores nothing. Seen with Triton 3.9 on sm_100: the KDA
+    prepare kernel at 256-wide tiles while two [64, 256] dot products were live at once."""
+    sass = subprocess.run([str(_cuobjdump()), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    return GLOBAL_WRITE.search(sass) is not None
+
+
 def resource_usage(cubin: Path) -> tuple[int, int]:
     """(registers, local/spill bytes) of the single kernel in a cubin, read with Triton's bundled cuobjdump."""
     text = subprocess.run(
@@ -146,6 +160,12 @@ def compile_specializations(
                 seconds = time.perf_counter() - start
                 _write_atomic(cubin, binary)
                 registers, spills = resource_usage(cubin)
+                if not writes_memory(cubin):
+                    cubin.unlink()
+                    raise AotError(
+                        f"{spec.kernel} [{spec.config()}] on {arch}: the compiler reduced the kernel to a trap (it "
+                        "stores nothing): this config cannot run on this arch"
+                    )
                 row = Resources(spec.kernel, spec.config(), arch, registers, shared, spills, seconds, cubin.name, False)
                 _write_atomic(meta, json.dumps(row.as_dict(), indent=1))
             _check_budget(row, max_spill_bytes)

@@ -52,13 +52,16 @@ def validation_message(err: ValidationError, where: str) -> str:
 def parse_spec(data: object, where: str) -> ModelSpec:
     if not isinstance(data, dict):
         raise InputError(f"{where}: a spec must be a mapping of fields")
+    from dayone.spec.kernel_limits import check_kernel_limits
     from dayone.spec.schema import ModelSpec
     from pydantic import ValidationError
 
     try:
-        return ModelSpec.model_validate(data)
+        spec = ModelSpec.model_validate(data)
     except ValidationError as err:
         raise InputError(validation_message(err, where)) from None
+    check_kernel_limits(spec, where)  # what the schema allows but no kernel build can serve
+    return spec
 
 
 def load_spec(name_or_file: str | Path) -> ModelSpec:

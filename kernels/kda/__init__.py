@@ -19,6 +19,7 @@ from dayone.kernels.kda.chunk import (
     chunk_plan,
     kda_chunk_output_kernel,
     kda_chunk_prepare_kernel,
+    tile_width,
 )
 from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
 from dayone.kernels.kda.recurrent import kda_decode_kernel, kda_decode_triton
@@ -134,17 +135,17 @@ def specializations(dims: KernelDims) -> list[Specialization]:
         **io, "cu_seqlens": "*i32", "chunk_indices": "*i32",
         **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"),
         "scale": "fp32", "lower_bound": "fp32", "H": "i32",
-        **dict.fromkeys(["K", "V", "BT", "GATE", "L2NORM", "BETA_SIGMOID"], "constexpr"),
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "GATE", "L2NORM", "BETA_SIGMOID"], "constexpr"),
     }  # fmt: skip
     output = {
         **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"), "o": act, "h0": "*fp32", "ht": "*fp32",
         "cu_seqlens": "*i32", "chunk_offsets": "*i32", "H": "i32",
-        **dict.fromkeys(["K", "V", "BT", "BV", "HAS_INITIAL", "STORE_FINAL"], "constexpr"),
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "HAS_INITIAL", "STORE_FINAL"], "constexpr"),
     }  # fmt: skip
     decode = {
         **io, "state_pool": "*fp32", "slots": "*i32", "o": act, "inter": "*fp32",
         "scale": "fp32", "lower_bound": "fp32", "T": "i32", "H": "i32",
-        **dict.fromkeys(["K", "V", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
+        **dict.fromkeys(["K", "V", "BK", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
     }  # fmt: skip
     specs = []
     for name in (dims.kda_gate,) if dims.kda_gate else ("plain", "safe"):
@@ -154,7 +155,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                 f"kda.chunk_prepare.{name}",
                 kda_chunk_prepare_kernel,
                 prepare,
-                dict(K=K, V=V, BT=CHUNK, GATE=gate, **flags),
+                dict(K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=gate, **flags),
                 num_warps=8,
             )
         )
@@ -164,7 +165,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                     f"kda.decode.{name}" + (".verify" if verify else ""),
                     kda_decode_kernel,
                     decode,
-                    dict(K=K, V=V, BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
+                    dict(K=K, V=V, BK=tile_width(K), BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
                     num_warps=4,
                 )
             )
@@ -174,7 +175,8 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                 "kda.chunk_output" + (".h0" if has_initial else ""),
                 kda_chunk_output_kernel,
                 output,
-                {"K": K, "V": V, "BT": CHUNK, "BV": chunk_block_v(V), "HAS_INITIAL": has_initial, "STORE_FINAL": True},
+                {"K": K, "V": V, "BT": CHUNK, "BK": tile_width(K), "BV": chunk_block_v(V)}
+                | {"HAS_INITIAL": has_initial, "STORE_FINAL": True},
                 num_warps=4,
                 num_stages=1,
             )
@@ -192,8 +194,9 @@ DECODE_CONFIGS = (
     {"BV": 16}, {"BV": 16, "num_warps": 2}, {"BV": 64}, {"BV": 64, "num_warps": 8}, {"BV": 128, "num_warps": 8},
 )  # fmt: skip
 LOWER_BOUND = -5.0  # K3's safe gate bound (spec kda.gate.lower_bound), a runtime scalar
-# make_args(tiny=True): small enough for the interpreter, V wide enough for every BV above (neither kernel masks V).
-TINY_HEADS, TINY_K, TINY_V = 2, 16, 128
+# make_args(tiny=True): small enough for the interpreter; V = 96 is no power of two, so the last V block of every BV
+# above but 16 and 32 hangs over it and is masked.
+TINY_HEADS, TINY_K, TINY_V = 2, 16, 96
 
 
 def candidates(dims: KernelDims) -> list[Candidate]:
@@ -203,8 +206,8 @@ def candidates(dims: KernelDims) -> list[Candidate]:
         return []
     V = dims.kda_head_dim
 
-    def fits(change: dict) -> bool:  # neither kernel masks V: a V block must tile it
-        return change.get("BV", 0) <= V and V % change.get("BV", 1) == 0
+    def fits(change: dict) -> bool:  # a V block wider than the V tile would only compute padding
+        return change.get("BV", 0) <= tile_width(V)
 
     output_changes = CHUNK_OUTPUT_CONFIGS + (CHUNK_OUTPUT_SMALL_HEAD_CONFIGS if dims.kda_head_dim <= 64 else ())
     found = []
@@ -247,7 +250,8 @@ def _prepared(dims: KernelDims, device: str, tiny: bool) -> tuple[list[int], tup
     u, Aqk, gl = x.nans(1, T, H, V), x.nans(1, T, H, CHUNK), x.nans(len(indices), H, K)
     kda_chunk_prepare_kernel[(len(indices), H)](
         *inp.values(), cu, chunk_indices, qg, kg, w, u, Aqk, gl, K**-0.5, LOWER_BOUND, H,
-        K=K, V=V, BT=CHUNK, GATE=GATES[dims.kda_gate or "safe"], L2NORM=True, BETA_SIGMOID=True, num_warps=8,
+        K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=GATES[dims.kda_gate or "safe"], L2NORM=True,
+        BETA_SIGMOID=True, num_warps=8,
     )  # fmt: skip
     return bounds, (qg, kg, w, u, Aqk, gl, cu, chunk_offsets)
 
@@ -256,7 +260,7 @@ def chunk_output_args(dims: KernelDims, has_initial: bool, device: str, tiny: bo
     """The output kernel's launch for one prefill sequence of 8192 tokens, its inputs made by the prepare kernel.
 
     tiny: two packed sequences of 70 and 30 tokens (a chunk and a remainder, then a short one), 2 heads, K = 16,
-    V = 128, fp32.
+    V = 96, fp32.
     """
     H, K, V = (TINY_HEADS, TINY_K, TINY_V) if tiny else (dims.kda_num_heads, dims.kda_head_dim, dims.kda_head_dim)
     bounds, (qg, kg, w, u, Aqk, gl, cu, chunk_offsets) = _prepared(dims, device, tiny)
@@ -266,13 +270,13 @@ def chunk_output_args(dims: KernelDims, has_initial: bool, device: str, tiny: bo
     h0 = x.randn(N, H, K, V) if has_initial else ht
     grid = lambda meta: (triton.cdiv(V, meta["BV"]), N, H)
     args = (qg, kg, w, u, Aqk, gl, o, h0, ht, cu, chunk_offsets, H)
-    return grid, args, {"K": K, "V": V} if tiny else {}
+    return grid, args, {"K": K, "V": V, "BK": tile_width(K)} if tiny else {}
 
 
 def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs:
     """Plain decode of 64 requests, one token each, each in its own slot of a 64-state pool.
 
-    tiny: 3 requests (slots 2, padding, 0) of 2 heads, K = 16, V = 128, fp32.
+    tiny: 3 requests (slots 2, padding, 0) of 2 heads, K = 16, V = 96, fp32.
     """
     H, K, V = (TINY_HEADS, TINY_K, TINY_V) if tiny else (dims.kda_num_heads, dims.kda_head_dim, dims.kda_head_dim)
     dtype = torch.float32 if tiny else TORCH_DTYPES[dims.dtype]
@@ -284,4 +288,4 @@ def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs
     o = x.nans(N, 1, H, V, dtype=dtype)
     grid = lambda meta: (triton.cdiv(V, meta["BV"]), N, H)
     args = (*inp.values(), pool, x.tensor(slots), o, x.nans(1), K**-0.5, LOWER_BOUND, 1, H)
-    return grid, args, {"K": K, "V": V} if tiny else {}
+    return grid, args, {"K": K, "V": V, "BK": tile_width(K)} if tiny else {}

@@ -15,6 +15,9 @@
 2. `kda_chunk_output_kernel`, one program per (sequence, head, V block), walking the chunks of its sequence:
        v' = u - w S;  o = (q * exp(G)) S + A_qk v';  S = diag(exp(G_last)) S + (k * exp(G_last - G))^T v'
    where exp(G_last - G_i) is likewise the decay summed over (i, last].
+Head dims need not be powers of two (96 and 192 are in use): a tile is K or V rounded up to one, at least 16
+(`tile_width`); the padding channels load as zeros and nothing is stored to them. Zero q, k, v channels add nothing
+to any dot, and a padding channel's decay multiplies a state row or column that stays zero.
 Intermediates are fp32 so the only rounding to the input dtype is the output. Decay factors are floored at
 exp(MIN_LOG_DECAY), as in torch_chunk.py, which moves a result by at most e^-60 times the term it scales.
 Every tl.dot takes fp32 tiles, which a GPU would multiply in TF32 (10 mantissa bits, ~5e-4 relative per product) by
@@ -28,6 +31,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from dayone.spec.kernel_limits import tile_width  # the spec loader refuses head dims whose tiles cannot fit
 
 CHUNK = 64
 GATES = {"none": 0, "plain": 1, "safe": 2}
@@ -51,13 +55,13 @@ def dot(a, b, IEEE: tl.constexpr):
 
 
 @triton.jit
-def log_decay_tile(g, A_log, dt_bias, off, mask, ck, lower_bound, GATE: tl.constexpr):
+def log_decay_tile(g, A_log, dt_bias, off, mask, ck, in_k, lower_bound, GATE: tl.constexpr):
     """The per-channel log-decay of the rows at `off` from the raw gate; 0 (no decay) where `mask` is off.
 
-    A_log and dt_bias point at this head's entries."""
+    A_log and dt_bias point at this head's entries; in_k marks the channels of ck that are inside the head."""
     b_g = tl.load(g + off, mask=mask, other=0.0).to(tl.float32)
     if GATE != 0:
-        b_g = b_g + tl.load(dt_bias + ck).to(tl.float32)[None, :]
+        b_g = b_g + tl.load(dt_bias + ck, mask=in_k, other=0.0).to(tl.float32)[None, :]
         a = tl.exp(tl.load(A_log).to(tl.float32))
         if GATE == 1:
             # softplus with torch's threshold of 20, where it returns x itself
@@ -72,9 +76,10 @@ def kda_chunk_prepare_kernel(
     q, k, v, g, beta, A_log, dt_bias, cu_seqlens, chunk_indices,
     qg, kg, w, u, Aqk, gl,
     scale, lower_bound, H,
-    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     GATE: tl.constexpr, L2NORM: tl.constexpr, BETA_SIGMOID: tl.constexpr,
 ):  # fmt: skip
+    """BK, BV: K and V rounded up by tile_width; the whole head is one tile."""
     BS: tl.constexpr = 16
     NS: tl.constexpr = BT // BS
     IEEE: tl.constexpr = q.dtype.element_ty == tl.float32
@@ -88,12 +93,14 @@ def kda_chunk_prepare_kernel(
     n_valid = tl.minimum(eos - start, BT)
 
     rows = tl.arange(0, BT)
-    ck = tl.arange(0, K)
-    cv = tl.arange(0, V)
+    ck = tl.arange(0, BK)
+    cv = tl.arange(0, BV)
+    in_k = ck < K
     valid = rows < n_valid
     tok = (start + rows).to(tl.int64)
     off_k = (tok[:, None] * H + i_h) * K + ck[None, :]
-    m_k = valid[:, None]
+    m_k = valid[:, None] & in_k[None, :]
+    m_v = valid[:, None] & (cv < V)[None, :]
 
     b_q = tl.load(q + off_k, mask=m_k, other=0.0).to(tl.float32)
     b_k = tl.load(k + off_k, mask=m_k, other=0.0).to(tl.float32)
@@ -102,10 +109,10 @@ def kda_chunk_prepare_kernel(
         b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, 1) + 1e-6)[:, None]
     b_q = b_q * scale
     A_log_h, dt_bias_h = A_log + i_h, dt_bias + i_h * K
-    b_g = log_decay_tile(g, A_log_h, dt_bias_h, off_k, m_k, ck, lower_bound, GATE)
+    b_g = log_decay_tile(g, A_log_h, dt_bias_h, off_k, m_k, ck, in_k, lower_bound, GATE)
     # g of the next row (0 past the last valid one): sums over (j, r] are suffix sums of it from r - 1 back to j.
-    m_next = (rows + 1 < n_valid)[:, None]
-    b_gn = log_decay_tile(g, A_log_h, dt_bias_h, off_k + H * K, m_next, ck, lower_bound, GATE)
+    m_next = (rows + 1 < n_valid)[:, None] & in_k[None, :]
+    b_gn = log_decay_tile(g, A_log_h, dt_bias_h, off_k + H * K, m_next, ck, in_k, lower_bound, GATE)
 
     b_beta = tl.load(beta + tok * H + i_h, mask=valid, other=0.0).to(tl.float32)
     if BETA_SIGMOID:
@@ -116,16 +123,16 @@ def kda_chunk_prepare_kernel(
     # kernel sits at 255 registers, and exp(G) is recomputed for w at the end rather than kept.
     tl.store(qg + off_k, b_q * decay(tl.cumsum(b_g, 0)), mask=m_k)
     tl.store(kg + off_k, b_k * decay(tl.cumsum(b_gn, 0, reverse=True)), mask=m_k)
-    tl.store(gl + (i_c * H + i_h) * K + ck, decay(tl.sum(b_g, 0)))
+    tl.store(gl + (i_c * H + i_h) * K + ck, decay(tl.sum(b_g, 0)), mask=in_k)
 
     # Diagonal blocks, all sub-chunks at once, one column j (row jj of each sub-chunk) at a time from the last:
     # span[i] = sum of g over (j, i] grows by g_{j+1} as j steps back, a sum of one sign.
-    q3 = tl.reshape(b_q, [NS, BS, K])
-    k3 = tl.reshape(b_k, [NS, BS, K])
-    g3 = tl.reshape(b_g, [NS, BS, K])
+    q3 = tl.reshape(b_q, [NS, BS, BK])
+    k3 = tl.reshape(b_k, [NS, BS, BK])
+    g3 = tl.reshape(b_g, [NS, BS, BK])
     ii = tl.arange(0, BS)[None, :, None]
     at_col = tl.arange(0, BT)[None, None, :] - (tl.arange(0, NS) * BS)[:, None, None]  # column - sub-chunk start
-    span = tl.zeros([NS, BS, K], dtype=tl.float32)
+    span = tl.zeros([NS, BS, BK], dtype=tl.float32)
     D_kk = tl.zeros([NS, BS, BT], dtype=tl.float32)
     D_qk = tl.zeros([NS, BS, BT], dtype=tl.float32)
     for d in range(BS):
@@ -146,7 +153,7 @@ def kda_chunk_prepare_kernel(
         b_Akk += dot(b_k * left, b_kr, IEEE)
         b_Aqk += dot(b_q * left, b_kr, IEEE)
     b_Akk = tl.where(rows[:, None] > rows[None, :], b_Akk * b_beta[:, None], 0.0)
-    tl.store(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], b_Aqk, mask=m_k)
+    tl.store(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], b_Aqk, mask=valid[:, None])
 
     # (I + A_kk)^-1 by forward substitution: X_i = e_i - sum_{j<i} A_ij X_j.
     b_X = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
@@ -157,20 +164,19 @@ def kda_chunk_prepare_kernel(
         b_X = tl.where(row, x_i[None, :], b_X)
     b_T = b_X * b_beta[None, :]
 
-    b_v = tl.load(v + (tok[:, None] * H + i_h) * V + cv[None, :], mask=m_k, other=0.0).to(tl.float32)
-    b_w = dot(b_T, b_k * decay(tl.cumsum(b_g, 0)), IEEE)
-    b_u = dot(b_T, b_v, IEEE)
-    tl.store(w + off_k, b_w, mask=m_k)
-    tl.store(u + (tok[:, None] * H + i_h) * V + cv[None, :], b_u, mask=m_k)
+    tl.store(w + off_k, dot(b_T, b_k * decay(tl.cumsum(b_g, 0)), IEEE), mask=m_k)
+    b_v = tl.load(v + (tok[:, None] * H + i_h) * V + cv[None, :], mask=m_v, other=0.0).to(tl.float32)
+    tl.store(u + (tok[:, None] * H + i_h) * V + cv[None, :], dot(b_T, b_v, IEEE), mask=m_v)
 
 
 @triton.jit
 def kda_chunk_output_kernel(
     qg, kg, w, u, Aqk, gl, o, h0, ht, cu_seqlens, chunk_offsets,
     H,
-    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     HAS_INITIAL: tl.constexpr, STORE_FINAL: tl.constexpr,
 ):  # fmt: skip
+    """BK: K rounded up by tile_width; BV: the V block of this program, a power of two (the last may hang over V)."""
     IEEE: tl.constexpr = o.dtype.element_ty == tl.float32  # o has the inputs' dtype; the rest is fp32 scratch
     i_v = tl.program_id(0)
     i_n = tl.program_id(1)
@@ -180,32 +186,37 @@ def kda_chunk_output_kernel(
     c0 = tl.load(chunk_offsets + i_n)
 
     rows = tl.arange(0, BT)
-    ck = tl.arange(0, K)
+    ck = tl.arange(0, BK)
     cv = i_v * BV + tl.arange(0, BV)
+    in_k = ck < K
+    in_v = cv < V
     off_s = ((i_n * H + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :]
-    b_S = tl.zeros([K, BV], dtype=tl.float32)
+    m_s = in_k[:, None] & in_v[None, :]
+    b_S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_INITIAL:
-        b_S = tl.load(h0 + off_s)
+        b_S = tl.load(h0 + off_s, mask=m_s, other=0.0)
 
     for c in range(tl.cdiv(eos - bos, BT)):
         tok = (bos + c * BT + rows).to(tl.int64)
         m = (tok < eos)[:, None]
+        m_k = m & in_k[None, :]
+        m_v = m & in_v[None, :]
         off_k = (tok[:, None] * H + i_h) * K + ck[None, :]
         off_v = (tok[:, None] * H + i_h) * V + cv[None, :]
-        b_qg = tl.load(qg + off_k, mask=m, other=0.0)
-        b_kg = tl.load(kg + off_k, mask=m, other=0.0)
-        b_w = tl.load(w + off_k, mask=m, other=0.0)
-        b_u = tl.load(u + off_v, mask=m, other=0.0)
+        b_qg = tl.load(qg + off_k, mask=m_k, other=0.0)
+        b_kg = tl.load(kg + off_k, mask=m_k, other=0.0)
+        b_w = tl.load(w + off_k, mask=m_k, other=0.0)
+        b_u = tl.load(u + off_v, mask=m_v, other=0.0)
         b_A = tl.load(Aqk + (tok[:, None] * H + i_h) * BT + rows[None, :], mask=m, other=0.0)
-        b_gl = tl.load(gl + ((c0 + c) * H + i_h) * K + ck)
+        b_gl = tl.load(gl + ((c0 + c) * H + i_h) * K + ck, mask=in_k, other=0.0)
 
         b_vn = b_u - dot(b_w, b_S, IEEE)
         b_o = dot(b_qg, b_S, IEEE) + dot(b_A, b_vn, IEEE)
-        tl.store(o + off_v, b_o.to(o.dtype.element_ty), mask=m)
+        tl.store(o + off_v, b_o.to(o.dtype.element_ty), mask=m_v)
         b_S = b_S * b_gl[:, None] + dot(tl.trans(b_kg), b_vn, IEEE)
 
     if STORE_FINAL:
-        tl.store(ht + off_s, b_S)
+        tl.store(ht + off_s, b_S, mask=m_s)
 
 
 def chunk_plan(cu_seqlens: list[int], chunk: int = CHUNK) -> tuple[list[list[int]], list[int]]:
@@ -220,7 +231,7 @@ def chunk_plan(cu_seqlens: list[int], chunk: int = CHUNK) -> tuple[list[list[int
 
 def pick_block_v(V: int) -> int:
     """The V block of the output kernel: at K = 128, BV = 64 with one stage fits sm_90 shared memory (two do not)."""
-    return min(V, 64)
+    return min(tile_width(V), 64)
 
 
 def chunk_kda_triton(
@@ -255,13 +266,13 @@ def chunk_kda_triton(
         kda_chunk_prepare_kernel[(len(indices), H)](
             q, k, v, g, beta, A_log, dt_bias, cu, chunk_indices, qg, kg, w, u, Aqk, gl,
             K**-0.5 if scale is None else scale, lower_bound, H,
-            K=K, V=V, BT=CHUNK, GATE=GATES[gate], L2NORM=use_qk_l2norm, BETA_SIGMOID=beta_logits,
-            num_warps=8,
+            K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=GATES[gate], L2NORM=use_qk_l2norm,
+            BETA_SIGMOID=beta_logits, num_warps=8,
         )  # fmt: skip
     BV = pick_block_v(V)
     kda_chunk_output_kernel[(triton.cdiv(V, BV), N, H)](
         qg, kg, w, u, Aqk, gl, o, h0, ht, cu, chunk_offsets, H,
-        K=K, V=V, BT=CHUNK, BV=BV, HAS_INITIAL=initial_state is not None, STORE_FINAL=True,
+        K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=BV, HAS_INITIAL=initial_state is not None, STORE_FINAL=True,
         num_warps=4, num_stages=1,
     )  # fmt: skip
     return o, (ht if output_final_state else None)

@@ -5,6 +5,8 @@ the request. Decode (T = 1, or T tokens known to be accepted) writes the state b
 Verify (T draft tokens) leaves the pool alone and writes the state after every token to an intermediate buffer, so
 the engine keeps the state of the last accepted token (SGLang's scheme for hybrid models), with `commit_accepted`.
 A negative slot marks a padding request (CUDA-graph batches): its program does nothing.
+Head dims need not be powers of two: the K tile is K rounded up (tile_width), the last V block may hang over V, and
+the channels outside the head load as zeros and are never stored.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from dayone.kernels.kda.chunk import GATES
+from dayone.kernels.kda.chunk import GATES, tile_width
 
 
 @triton.jit
 def kda_decode_kernel(
     q, k, v, g, beta, A_log, dt_bias, state_pool, slots, o, inter,
     scale, lower_bound, T, H,
-    K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr,
+    K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
     GATE: tl.constexpr, L2NORM: tl.constexpr, BETA_SIGMOID: tl.constexpr, VERIFY: tl.constexpr,
 ):  # fmt: skip
     i_v = tl.program_id(0)
@@ -27,20 +29,23 @@ def kda_decode_kernel(
     i_h = tl.program_id(2)
     slot = tl.load(slots + i_n).to(tl.int64)
     if slot >= 0:
-        ck = tl.arange(0, K)
+        ck = tl.arange(0, BK)
         cv = i_v * BV + tl.arange(0, BV)
+        in_k = ck < K
+        in_v = cv < V
         off_s = (ck[:, None] * V + cv[None, :]).to(tl.int64)
+        m_s = in_k[:, None] & in_v[None, :]
         pool_s = state_pool + (slot * H + i_h) * K * V + off_s
-        b_S = tl.load(pool_s)
+        b_S = tl.load(pool_s, mask=m_s, other=0.0)
         if GATE != 0:
-            b_dt = tl.load(dt_bias + i_h * K + ck).to(tl.float32)
+            b_dt = tl.load(dt_bias + i_h * K + ck, mask=in_k, other=0.0).to(tl.float32)
             a = tl.exp(tl.load(A_log + i_h).to(tl.float32))
         for t in range(T):
             row = (i_n * T + t).to(tl.int64) * H + i_h
-            b_q = tl.load(q + row * K + ck).to(tl.float32)
-            b_k = tl.load(k + row * K + ck).to(tl.float32)
-            b_v = tl.load(v + row * V + cv).to(tl.float32)
-            b_g = tl.load(g + row * K + ck).to(tl.float32)
+            b_q = tl.load(q + row * K + ck, mask=in_k, other=0.0).to(tl.float32)
+            b_k = tl.load(k + row * K + ck, mask=in_k, other=0.0).to(tl.float32)
+            b_v = tl.load(v + row * V + cv, mask=in_v, other=0.0).to(tl.float32)
+            b_g = tl.load(g + row * K + ck, mask=in_k, other=0.0).to(tl.float32)
             b_beta = tl.load(beta + row).to(tl.float32)
             if L2NORM:
                 b_q = b_q / tl.sqrt(tl.sum(b_q * b_q) + 1e-6)
@@ -57,16 +62,16 @@ def kda_decode_kernel(
             b_kS = tl.sum(b_k[:, None] * b_S, 0)
             b_S = b_S + (b_beta * b_k)[:, None] * (b_v - b_kS)[None, :]
             b_o = tl.sum(b_q[:, None] * b_S, 0)
-            tl.store(o + row * V + cv, b_o.to(o.dtype.element_ty))
+            tl.store(o + row * V + cv, b_o.to(o.dtype.element_ty), mask=in_v)
             if VERIFY:
-                tl.store(inter + row * K * V + off_s, b_S)
+                tl.store(inter + row * K * V + off_s, b_S, mask=m_s)
         if not VERIFY:
-            tl.store(pool_s, b_S)
+            tl.store(pool_s, b_S, mask=m_s)
 
 
 def pick_block_v(V: int) -> int:
     """32 columns of a K = 128 fp32 state is 32 registers a thread at 4 warps, and 4x more programs to fill the GPU."""
-    return min(V, 32)
+    return min(tile_width(V), 32)
 
 
 def kda_decode_triton(
@@ -89,7 +94,7 @@ def kda_decode_triton(
         q, k, v, g, beta, A_log, dt_bias, state_pool, slots.to(torch.int32).contiguous(), o,
         intermediate_states if verify else dummy,
         K**-0.5 if scale is None else scale, lower_bound, T, H,
-        K=K, V=V, BV=BV, GATE=GATES[gate], L2NORM=use_qk_l2norm, BETA_SIGMOID=beta_logits, VERIFY=verify,
+        K=K, V=V, BK=tile_width(K), BV=BV, GATE=GATES[gate], L2NORM=use_qk_l2norm, BETA_SIGMOID=beta_logits, VERIFY=verify,
         num_warps=4,
     )  # fmt: skip
     return o
