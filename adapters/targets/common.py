@@ -288,3 +288,19 @@ def engine_context(spec: ModelSpec, package: str, what: str, release: str, deriv
         "derived_text": ", ".join(sorted(set(derived_kinds))) or "(none)",
         **describe(spec),
     }
+
+
+def yarn_positions_refusal(spec: ModelSpec, target: str) -> str | None:
+    """One line refusing a YaRN rope whose engine position table is shorter than the model's context (vLLM's and
+    SGLang's DeepseekScalingRotaryEmbedding cache original_max_position_embeddings x factor positions), else None."""
+    rope = spec.mla.rope if spec.mla is not None else None
+    if rope is None or rope.scaling is None:
+        return None
+    cached = int(rope.scaling.original_max_position_embeddings * rope.scaling.factor)
+    if cached >= spec.max_position_embeddings:
+        return None
+    return (
+        f"mla.rope.scaling: original_max_position_embeddings x factor = {cached} (positions) is not supported by "
+        f"target {target} below max_position_embeddings {spec.max_position_embeddings}: its DeepSeek YaRN rotary "
+        "embedding caches no more"
+    )

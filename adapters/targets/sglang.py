@@ -23,8 +23,8 @@ RELEASE = RELEASES[TARGET].version
 def refusals(spec: ModelSpec) -> list[str]:
     """Spec fields the SGLang model template does not honour, one line each (field, value, target)."""
     out = []
-    if spec.mla is not None and not spec.mla.nope:
-        out.append("mla.nope: false (MLA with RoPE) is not supported by target sglang: the template emits NoPE MLA")
+    if (line := common.yarn_positions_refusal(spec, TARGET)) is not None:
+        out.append(line)
     if spec.tie_word_embeddings:
         out.append("tie_word_embeddings: true is not supported by target sglang: lm_head is loaded on its own")
     if spec.moe is not None:

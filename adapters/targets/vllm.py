@@ -48,11 +48,8 @@ def kda_fits(spec: ModelSpec) -> None:
 
 def refuse_unsupported(spec: ModelSpec) -> None:
     """Raise InputError (one line naming field, value and target) for a spec field the generated code cannot honour."""
-    if spec.mla is not None and not spec.mla.nope:
-        raise InputError(
-            f"{spec.name}: mla.nope = false is not supported by target vllm: the generated MLA is NoPE (no rotary "
-            "embedding is applied to q_rope / k_rope)"
-        )
+    if (line := common.yarn_positions_refusal(spec, TARGET)) is not None:
+        raise InputError(f"{spec.name}: {line}")
 
 
 def files(spec: ModelSpec) -> dict[str, str]:

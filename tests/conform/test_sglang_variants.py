@@ -29,9 +29,17 @@ HONOURED = {
     "dense prefix of two": ({"layout": {"ffn": "[dense dense] + 3 x [moe]"}}, 'if layer_id in LAYERS["moe"]:'),
 }
 REFUSED = {
-    "RoPE MLA": (
-        {"mla": {"nope": False, "rope": {"theta": 10000.0}}},
-        "mla.nope: false (MLA with RoPE) is not supported by target sglang",
+    "YaRN positions past its cache": (
+        {
+            "mla": {
+                "nope": False,
+                "rope": {
+                    "theta": 1e4,
+                    "scaling": {"kind": "yarn", "factor": 2.0, "original_max_position_embeddings": 16},
+                },
+            }
+        },
+        "mla.rope.scaling: original_max_position_embeddings x factor = 32 (positions) is not supported by target sglang",
     ),
     "tied embeddings": ({"tie_word_embeddings": True}, "tie_word_embeddings: true is not supported by target sglang"),
     "topk groups past the groups": (

@@ -38,11 +38,39 @@ HONOURED = {
     "no q LoRA": ({"mla": {"q_lora_rank": None}}, "self.q_proj = ColumnParallelLinear(", "q_a_layernorm"),
     "no output gate": ({"mla": {"output_gate": False}}, "class LatentAttention", "self.g_proj = ColumnParallelLinear"),
     "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": layers(range(2))', None),
+    # DeepSeek-V3's YaRN rope (mscale != mscale_all_dim: the cos/sin amplitude too), 32768 x 32 positions cached
+    "RoPE MLA": (
+        {
+            "mla": {
+                "nope": False,
+                "rope": {
+                    "theta": 50000.0,
+                    "scaling": {
+                        "kind": "yarn",
+                        "factor": 32.0,
+                        "original_max_position_embeddings": 32768,
+                        "mscale": 1.0,
+                        "mscale_all_dim": 0.7,
+                    },
+                },
+            }
+        },
+        '"rope_type": "deepseek_yarn"',
+        "NoPE: nothing is rotated",
+    ),
 }
 REFUSED = {
-    "RoPE MLA": (
-        {"mla": {"nope": False, "rope": {"theta": 10000.0}}},
-        "mla.nope = false is not supported by target vllm",
+    "YaRN positions past its cache": (
+        {
+            "mla": {
+                "nope": False,
+                "rope": {
+                    "theta": 1e4,
+                    "scaling": {"kind": "yarn", "factor": 2.0, "original_max_position_embeddings": 16},
+                },
+            }
+        },
+        "mla.rope.scaling: original_max_position_embeddings x factor = 32 (positions) is not supported by target vllm",
     ),
     "gate bound below vLLM's range": (
         {"kda": {"gate": {"lower_bound": -8.0}}},
