@@ -11,9 +11,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from dayone.adapters.megatron.config import model_fields
+from dayone.adapters.megatron.config import configure, model_fields, rope_fields
 from dayone.spec.registry import load_spec, spec_to_yaml
 from model_fixtures import with_updates
 
@@ -54,6 +55,17 @@ def test_megatron_fields_carry_the_rope():
     assert plain["rope_type"] == "rope" and plain["rotary_base"] == 10000.0
     nope = model_fields(load_spec("kimi-k3"))
     assert nope["rope_type"] == "rope" and "rotary_base" not in nope  # replaced by zero angles in adapters/megatron
+
+
+def test_miles_plugin_configure_sets_the_rope():
+    """Miles builds the config from Megatron arguments, which name no rotary field: megatron-core's defaults (rope,
+    base 10000) until the plugin's configure() sets the spec's."""
+    spec = rope_k3({"theta": 50000.0, "scaling": YARN})
+    from_arguments = {name: value for name, value in model_fields(spec).items() if name not in rope_fields(spec)}
+    config = SimpleNamespace(**from_arguments, rope_type="rope", rotary_base=10000, rotary_scaling_factor=1.0)
+    configure(config, spec)
+    assert {name: getattr(config, name) for name in rope_fields(spec)} == rope_fields(spec)
+    assert config.rope_type == "yarn" and config.rotary_base == 50000.0 and config.mscale_all_dim == 0.7
 
 
 def test_half_split_rope_is_refused_in_one_line():
