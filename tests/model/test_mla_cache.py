@@ -3,7 +3,11 @@ handed out interleaved across requests, and a decode step within the reserved pa
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,3 +137,19 @@ def test_unreserved_pool_grows_by_doubling(k3_5):
     pages = 2 * math.ceil(steps / 4)
     assert state.used_pages == pages
     assert 1 <= state.growths <= math.ceil(math.log2(pages / 2))
+
+
+def test_decode_benchmark_runs():
+    """benchmarks/mla_decode_cache.py at small contexts (Kimi Linear's MLA widths): every part timed, the cache write
+    a small fraction of the layer step."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "mla_decode_cache.py"
+    args = ["--spec", "kimi-linear-48b-a3b", "--batch", "2", "--contexts", "32,256", "--steps", "3", "--json"]
+    proc = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["contexts"] == [32, 256]
+    for seconds in report["seconds"].values():
+        assert set(seconds) == {"layer", "cache write", "attention", "concat+repack"}
+        assert 0 < seconds["cache write"] < seconds["layer"]
