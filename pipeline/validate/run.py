@@ -270,7 +270,8 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
 
         def unreplayed(side_logits: torch.Tensor) -> dict:
             row = tensor_row("logits", spec.num_layers, side_logits, rc["logits"], rows.activations)
-            return figures(row, logprob_metrics(side_logits.reshape(B, T, V).float().cpu(), ref_logprobs, ids, rows))
+            metrics = logprob_metrics(side_logits.reshape(B, T, V).float().cpu(), ref_logprobs, ids, rows)
+            return figures(row, metrics, B * T)
 
         out.unreplayed = {"candidate": unreplayed(oc["logits"])}
         if floor is not None:

@@ -40,9 +40,21 @@ def test_near_tied_routers_are_noise_not_a_bug(near_tied):
     replayed = _logits_e2e(report)
     assert replayed["passed"] and replayed["rel_rms"] < 0.05 and d["logprobs"]["passed"]
     assert u["passed"] and u["k"] == FLOOR_K and u["floor_tier"].startswith("reference tier in bf16")
-    for name in ("logits_rel_rms", "mean_abs", "p95_abs", "kl_mean", "top1_disagreement"):
+    assert set(u["verdicts"]) == {
+        "logits_rel_rms",
+        "mean_abs",
+        "kl_mean",
+        "top1_disagreement",
+        "logits_nonfinite_agree",
+    }
+    for name in ("logits_rel_rms", "mean_abs", "kl_mean"):
         verdict = u["verdicts"][name]
         assert verdict["passed"] and verdict["bound"] == max(verdict["table_bound"], FLOOR_K * f[name])
+    # top-1: k times the floor's flip count plus two standard deviations of it (a count of 144 positions)
+    flips = round(f["top1_disagreement"] * 144)
+    top1 = u["verdicts"]["top1_disagreement"]
+    assert top1["passed"] and top1["bound"] == pytest.approx(FLOOR_K * (flips + 2 * flips**0.5) / 144)
+    assert c["p95_abs"] > 0 and f["p95_abs"] > 0  # reported beside, not judged
     # the floor is a real measurement of the same drift: bf16 alone moves the reference tier as far
     assert f["logits_rel_rms"] > 0.05 and f["top1_disagreement"] > 0.05
     assert 0.5 < c["logits_rel_rms"] / f["logits_rel_rms"] < FLOOR_K
