@@ -1,4 +1,5 @@
-"""dayone's Triton kernels: one folder per op (reference, Triton kernel, torch counterpart, one public function)."""
+"""dayone's Triton kernels: one folder per op (reference, Triton kernel, torch counterpart, the public op in ops.py
+exported by its __init__, the compile stage's instances and autotuning candidates in aot.py)."""
 
 import os
 

@@ -1,9 +1,9 @@
 """Autotuning on the GPU a model will run on: time each kernel instance's candidate configs, keep the fastest correct.
 
-A kernel package may expose `candidates(dims: KernelDims) -> list[Candidate]`. A Candidate is one kernel instance of
-`specializations(dims)` with its alternative configs (BLOCK_* constexprs, num_warps, num_stages; the first is the
-shipped default) and `make_args(device, tiny=False) -> (grid, args, kwargs)`, its launch inputs at a representative
-shape derived from the spec (the workload sizes below).
+A kernel package's aot module (dayone.kernels.<op>.aot) may expose `candidates(dims: KernelDims) -> list[Candidate]`.
+A Candidate is one kernel instance of `specializations(dims)` with its alternative configs (BLOCK_* constexprs,
+num_warps, num_stages; the first is the shipped default) and `make_args(device, tiny=False) -> (grid, args, kwargs)`,
+its launch inputs at a representative shape derived from the spec (the workload sizes below).
 
 `autotune` compiles every config for the arch through the AOT cache (a config over the arch's shared-memory or spill
 budget is dropped with a note), launches each on the same inputs, rejects any whose outputs differ from the default

@@ -1,6 +1,7 @@
 """What the compile stage needs from each kernel package: the concrete specialisations a spec asks for.
 
-Every op package under dayone.kernels exposes `specializations(dims: KernelDims) -> list[Specialization]`.
+Every op package under dayone.kernels exposes `specializations(dims: KernelDims) -> list[Specialization]` in its
+`aot` module (dayone.kernels.<op>.aot), beside the public op that its __init__ exports.
 The compile stage (dayone.kernels.aot) turns each into a cubin per GPU arch without a GPU present.
 """
 

@@ -23,7 +23,7 @@ from dayone.spec.schema import ModelSpec
 if TYPE_CHECKING:  # the autotuner imports torch; compiling alone does not need it
     from dayone.kernels.autotune import Candidate, Tuned
 
-# Every kernel package exposing specializations(dims); compile order follows the model's data flow.
+# Every kernel package whose aot module exposes specializations(dims); compile order follows the model's data flow.
 KERNEL_PACKAGES = ("short_conv", "kda", "gated_rmsnorm", "mla_decode", "attn_residual", "situ", "mxfp4", "moe_combine")
 
 
@@ -89,7 +89,7 @@ def specializations_for(spec: ModelSpec) -> list[Specialization]:
     dims = kernel_dims(spec)
     specs: list[Specialization] = []
     for name in KERNEL_PACKAGES:
-        specs.extend(importlib.import_module(f"dayone.kernels.{name}").specializations(dims))
+        specs.extend(importlib.import_module(f"dayone.kernels.{name}.aot").specializations(dims))
     return specs
 
 
@@ -98,7 +98,7 @@ def candidates_for(spec: ModelSpec) -> list[Candidate]:
     dims = kernel_dims(spec)
     found: list[Candidate] = []
     for name in KERNEL_PACKAGES:
-        candidates = getattr(importlib.import_module(f"dayone.kernels.{name}"), "candidates", None)
+        candidates = getattr(importlib.import_module(f"dayone.kernels.{name}.aot"), "candidates", None)
         if candidates is not None:
             found.extend(candidates(dims))
     return found

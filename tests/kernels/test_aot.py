@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from dayone.kernels import gated_rmsnorm
 from dayone.kernels.aot import AotError, compile_specializations
+from dayone.kernels.gated_rmsnorm import aot as gated_rmsnorm
 from dayone.kernels.specialization import KernelDims
 
 SCRIPT = """
 import dataclasses, json, sys, time
-from dayone.kernels import gated_rmsnorm, kda
+from dayone.kernels.gated_rmsnorm import aot as gated_rmsnorm
+from dayone.kernels.kda import aot as kda
 from dayone.kernels.aot import AotError, compile_specializations
 from dayone.kernels.specialization import KernelDims
 
@@ -66,7 +67,7 @@ TRAP_SCRIPT = """
 import json, sys
 import triton
 import triton.language as tl
-from dayone.kernels import kda
+from dayone.kernels.kda import aot as kda
 from dayone.kernels.aot import AotError, compile_specializations
 from dayone.kernels.specialization import KernelDims, Specialization
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 from dayone.core.numerics import assert_close
-from dayone.kernels.attn_residual import attn_res_aggregate, combined_score_weight, specializations
+from dayone.kernels.attn_residual import attn_res_aggregate, combined_score_weight
+from dayone.kernels.attn_residual.aot import specializations
 from dayone.kernels.specialization import KernelDims
 
 

@@ -2,6 +2,7 @@
 the interpreter, and (in a subprocess without TRITON_INTERPRET) every candidate compiled for sm_90 within budget and
 `integrate compile --autotune` wired through a stand-in GPU."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -10,9 +11,9 @@ import sys
 import pytest
 import torch
 from dayone.compile_stage import build_plan, candidates_for, kernel_dims
-from dayone.kernels import moe_combine
 from dayone.kernels.aot import SHARED_LIMIT, AotError, Resources
 from dayone.kernels.autotune import Candidate, Inputs, Tuned, autotune, fit, launch, tune, variants
+from dayone.kernels.moe_combine import aot as moe_combine_aot
 from dayone.kernels.specialization import Specialization
 from dayone.spec.registry import load_spec
 
@@ -147,7 +148,7 @@ def test_every_candidate_config_matches_its_default_in_the_interpreter(spec_name
     dims = kernel_dims(spec)
     for candidate in candidates:
         package = candidate.kernel.split(".")[0]
-        shipped = {s.kernel: s for s in __import__(f"dayone.kernels.{package}", fromlist=["x"]).specializations(dims)}
+        shipped = {s.kernel: s for s in importlib.import_module(f"dayone.kernels.{package}.aot").specializations(dims)}
         assert candidate.default == shipped[candidate.kernel]
         assert len(candidate.configs) >= 3
         # The default writes its outputs (all but the decode's padding request), so matching it means something.
@@ -163,7 +164,7 @@ def test_every_candidate_config_matches_its_default_in_the_interpreter(spec_name
 
 def test_a_wrong_config_of_a_real_kernel_is_rejected_in_the_interpreter():
     """A config that drops the latent norm is not a faster combine; it must lose however fast it is timed."""
-    (candidate,) = moe_combine.candidates(kernel_dims(load_spec("kimi-k3")))
+    (candidate,) = moe_combine_aot.candidates(kernel_dims(load_spec("kimi-k3")))
     planted = Candidate(variants(candidate.default, [{"HAS_NORM": False}]), candidate.make_args, candidate.outputs)
     timer = iter([5.0, 1.0])
     result = tune(planted, device="cpu", timer=lambda fn: next(timer), tiny=True)
@@ -178,7 +179,7 @@ from click.testing import CliRunner
 from dayone.commands.compile_cmd import compile_cmd
 from dayone.compile_stage import candidates_for
 from dayone.kernels import autotune as at
-from dayone.kernels.kda import candidates as kda_candidates
+from dayone.kernels.kda.aot import candidates as kda_candidates
 from dayone.compile_stage import kernel_dims
 from dayone.spec.registry import load_spec
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dayone.core.numerics import assert_close
-from dayone.kernels.mla_decode import mla_decode, mla_decode_reference, specializations
+from dayone.kernels.mla_decode import mla_decode, mla_decode_reference
+from dayone.kernels.mla_decode.aot import specializations
 from dayone.kernels.mla_decode.reference import gather_request_tokens
 from dayone.kernels.specialization import KernelDims
 

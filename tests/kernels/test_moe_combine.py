@@ -3,7 +3,8 @@
 import pytest
 import torch
 from dayone.core.numerics import assert_close
-from dayone.kernels.moe_combine import moe_combine, specializations
+from dayone.kernels.moe_combine import moe_combine
+from dayone.kernels.moe_combine.aot import specializations
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.specialization import KernelDims
 

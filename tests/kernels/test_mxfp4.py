@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 from dayone.core.numerics import assert_close
-from dayone.kernels.mxfp4 import dequantize_mxfp4, mxfp4_linear, quantize_mxfp4, specializations
+from dayone.kernels.mxfp4 import dequantize_mxfp4, mxfp4_linear, quantize_mxfp4
+from dayone.kernels.mxfp4.aot import specializations
 from dayone.kernels.mxfp4.reference import E2M1_VALUES, dequantize_mxfp4_reference
 from dayone.kernels.specialization import KernelDims
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 from dayone.core.numerics import assert_close
-from dayone.kernels.situ import act_and_mul, specializations
+from dayone.kernels.situ import act_and_mul
+from dayone.kernels.situ.aot import specializations
 from dayone.kernels.situ.reference import situ_and_mul_reference
 from dayone.kernels.specialization import KernelDims
 

@@ -1,0 +1,194 @@
+"""What the compile stage needs from kda: the chunk (prepare, output) and decode/verify instances at the spec's head dim
+and gate, the output and decode kernels' autotuning configs, and their launch inputs (dayone.compile_stage imports
+this module; the public op does not)."""
+
+from __future__ import annotations
+
+from functools import lru_cache, partial
+
+import torch
+import triton
+from dayone.kernels.autotune import DECODE_BATCH, PREFILL_TOKENS, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
+from dayone.kernels.kda.chunk import (
+    CHUNK,
+    GATES,
+    chunk_plan,
+    kda_chunk_output_kernel,
+    kda_chunk_prepare_kernel,
+    tile_width,
+)
+from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
+from dayone.kernels.kda.recurrent import kda_decode_kernel
+from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
+from dayone.kernels.specialization import KernelDims, Specialization
+
+
+def specializations(dims: KernelDims) -> list[Specialization]:
+    """The KDA kernel instances a model needs: its gate form, bf16 activations, chunk 64, at its head dim.
+
+    Dims without a gate (kda_gate="", built by hand rather than from a spec) get both gate forms.
+    """
+    if dims.kda_num_heads == 0:
+        return []
+    K = V = dims.kda_head_dim
+    act = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}[dims.dtype]
+    flags = {"L2NORM": True, "BETA_SIGMOID": True}
+    io = {"q": act, "k": act, "v": act, "g": act, "beta": act, "A_log": "*fp32", "dt_bias": "*fp32"}
+    prepare = {
+        **io, "cu_seqlens": "*i32", "chunk_indices": "*i32",
+        **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"),
+        "scale": "fp32", "lower_bound": "fp32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "GATE", "L2NORM", "BETA_SIGMOID"], "constexpr"),
+    }  # fmt: skip
+    output = {
+        **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl"], "*fp32"), "o": act, "h0": "*fp32", "ht": "*fp32",
+        "cu_seqlens": "*i32", "chunk_offsets": "*i32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "HAS_INITIAL", "STORE_FINAL"], "constexpr"),
+    }  # fmt: skip
+    decode = {
+        **io, "state_pool": "*fp32", "slots": "*i32", "o": act, "inter": "*fp32",
+        "scale": "fp32", "lower_bound": "fp32", "T": "i32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BK", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
+    }  # fmt: skip
+    specs = []
+    for name in (dims.kda_gate,) if dims.kda_gate else ("plain", "safe"):
+        gate = GATES[name]
+        specs.append(
+            Specialization(
+                f"kda.chunk_prepare.{name}",
+                kda_chunk_prepare_kernel,
+                prepare,
+                dict(K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=gate, **flags),
+                num_warps=8,
+            )
+        )
+        for verify in (False, True):
+            specs.append(
+                Specialization(
+                    f"kda.decode.{name}" + (".verify" if verify else ""),
+                    kda_decode_kernel,
+                    decode,
+                    dict(K=K, V=V, BK=tile_width(K), BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
+                    num_warps=4,
+                )
+            )
+    for has_initial in (False, True):
+        specs.append(
+            Specialization(
+                "kda.chunk_output" + (".h0" if has_initial else ""),
+                kda_chunk_output_kernel,
+                output,
+                {"K": K, "V": V, "BT": CHUNK, "BK": tile_width(K), "BV": chunk_block_v(V)}
+                | {"HAS_INITIAL": has_initial, "STORE_FINAL": True},
+                num_warps=4,
+                num_stages=1,
+            )
+        )
+    return specs
+
+
+# Autotuning alternatives to the shipped configs. At K = V = 128 every one fits sm_90 and sm_100 (no spills); two
+# pipeline stages of the output kernel do not (~240-290 KiB of shared memory), so they are offered at K <= 64 only.
+CHUNK_OUTPUT_CONFIGS = (
+    {"BV": 32}, {"BV": 16}, {"BV": 32, "num_warps": 8}, {"BV": 64, "num_warps": 8}, {"BV": 128, "num_warps": 8},
+)  # fmt: skip
+CHUNK_OUTPUT_SMALL_HEAD_CONFIGS = ({"BV": 16, "num_stages": 2}, {"BV": 32, "num_stages": 2})
+DECODE_CONFIGS = (
+    {"BV": 16}, {"BV": 16, "num_warps": 2}, {"BV": 64}, {"BV": 64, "num_warps": 8}, {"BV": 128, "num_warps": 8},
+)  # fmt: skip
+LOWER_BOUND = -5.0  # K3's safe gate bound (spec kda.gate.lower_bound), a runtime scalar
+# make_args(tiny=True): small enough for the interpreter; V = 96 is no power of two, so the last V block of every BV
+# above but 16 and 32 hangs over it and is masked.
+TINY_HEADS, TINY_K, TINY_V = 2, 16, 96
+
+
+def candidates(dims: KernelDims) -> list[Candidate]:
+    """Chunk output kernel (BV, warps, stages) at prefill T = 8192; plain decode (BV, warps) at batch 64."""
+    shipped = {spec.kernel: spec for spec in specializations(dims)}
+    if not shipped:
+        return []
+    V = dims.kda_head_dim
+
+    def fits(change: dict) -> bool:  # a V block wider than the V tile would only compute padding
+        return change.get("BV", 0) <= tile_width(V)
+
+    output_changes = CHUNK_OUTPUT_CONFIGS + (CHUNK_OUTPUT_SMALL_HEAD_CONFIGS if dims.kda_head_dim <= 64 else ())
+    found = []
+    for has_initial in (False, True):
+        default = shipped["kda.chunk_output" + (".h0" if has_initial else "")]
+        found.append(
+            Candidate(
+                variants(default, filter(fits, output_changes)),
+                partial(chunk_output_args, dims, has_initial),
+                ("o", "ht"),
+            )
+        )
+    for gate in (dims.kda_gate,) if dims.kda_gate else ("plain", "safe"):
+        default = shipped[f"kda.decode.{gate}"]
+        found.append(
+            Candidate(variants(default, filter(fits, DECODE_CONFIGS)), partial(decode_args, dims), ("o", "state_pool"))
+        )
+    return found
+
+
+def _kda_inputs(x: Inputs, T: int, H: int, K: int, V: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """q, k, v, raw gate, beta logits [1 or N, T, H, *] and the gate's A_log [H], dt_bias [H * K]."""
+    width = {"q": K, "k": K, "v": V, "g": K}
+    inputs = {name: x.randn(1, T, H, n, dtype=dtype) for name, n in width.items()}
+    return inputs | {"beta": x.randn(1, T, H, dtype=dtype), "A_log": x.randn(H, scale=0.5), "dt_bias": x.randn(H * K)}
+
+
+@lru_cache(maxsize=1)
+def _prepared(dims: KernelDims, device: str, tiny: bool) -> tuple[list[int], tuple[torch.Tensor, ...]]:
+    """The prepare kernel's outputs for chunk_output_args, read-only to the output kernel, so made once for all
+    configs of both output instances (the prepare kernel is most of a tiny run's time in the interpreter)."""
+    H, K, V = (TINY_HEADS, TINY_K, TINY_V) if tiny else (dims.kda_num_heads, dims.kda_head_dim, dims.kda_head_dim)
+    bounds = [0, 70, 100] if tiny else [0, PREFILL_TOKENS]
+    T = bounds[-1]
+    x = Inputs(device)
+    inp = _kda_inputs(x, T, H, K, V, torch.float32 if tiny else TORCH_DTYPES[dims.dtype])
+    indices, offsets = chunk_plan(bounds)
+    cu, chunk_indices, chunk_offsets = x.tensor(bounds), x.tensor(indices), x.tensor(offsets)
+    qg, kg, w = (x.nans(1, T, H, K) for _ in range(3))
+    u, Aqk, gl = x.nans(1, T, H, V), x.nans(1, T, H, CHUNK), x.nans(len(indices), H, K)
+    kda_chunk_prepare_kernel[(len(indices), H)](
+        *inp.values(), cu, chunk_indices, qg, kg, w, u, Aqk, gl, K**-0.5, LOWER_BOUND, H,
+        K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=GATES[dims.kda_gate or "safe"], L2NORM=True,
+        BETA_SIGMOID=True, num_warps=8,
+    )  # fmt: skip
+    return bounds, (qg, kg, w, u, Aqk, gl, cu, chunk_offsets)
+
+
+def chunk_output_args(dims: KernelDims, has_initial: bool, device: str, tiny: bool = False) -> LaunchArgs:
+    """The output kernel's launch for one prefill sequence of 8192 tokens, its inputs made by the prepare kernel.
+
+    tiny: two packed sequences of 70 and 30 tokens (a chunk and a remainder, then a short one), 2 heads, K = 16,
+    V = 96, fp32.
+    """
+    H, K, V = (TINY_HEADS, TINY_K, TINY_V) if tiny else (dims.kda_num_heads, dims.kda_head_dim, dims.kda_head_dim)
+    bounds, (qg, kg, w, u, Aqk, gl, cu, chunk_offsets) = _prepared(dims, device, tiny)
+    T, N = bounds[-1], len(bounds) - 1
+    x = Inputs(device, seed=1)
+    o, ht = x.nans(1, T, H, V, dtype=torch.float32 if tiny else TORCH_DTYPES[dims.dtype]), x.nans(N, H, K, V)
+    h0 = x.randn(N, H, K, V) if has_initial else ht
+    grid = lambda meta: (triton.cdiv(V, meta["BV"]), N, H)
+    args = (qg, kg, w, u, Aqk, gl, o, h0, ht, cu, chunk_offsets, H)
+    return grid, args, {"K": K, "V": V, "BK": tile_width(K)} if tiny else {}
+
+
+def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs:
+    """Plain decode of 64 requests, one token each, each in its own slot of a 64-state pool.
+
+    tiny: 3 requests (slots 2, padding, 0) of 2 heads, K = 16, V = 96, fp32.
+    """
+    H, K, V = (TINY_HEADS, TINY_K, TINY_V) if tiny else (dims.kda_num_heads, dims.kda_head_dim, dims.kda_head_dim)
+    dtype = torch.float32 if tiny else TORCH_DTYPES[dims.dtype]
+    slots = [2, -1, 0] if tiny else list(range(DECODE_BATCH))
+    N = len(slots)
+    x = Inputs(device)
+    inp = _kda_inputs(x, N, H, K, V, dtype)  # [1, N, ...] is [N, T = 1, ...] in memory
+    pool = x.randn(N, H, K, V)
+    o = x.nans(N, 1, H, V, dtype=dtype)
+    grid = lambda meta: (triton.cdiv(V, meta["BV"]), N, H)
+    args = (*inp.values(), pool, x.tensor(slots), o, x.nans(1), K**-0.5, LOWER_BOUND, 1, H)
+    return grid, args, {"K": K, "V": V, "BK": tile_width(K)} if tiny else {}
