@@ -51,6 +51,7 @@ def compile_cmd(
     spec_arg: str, archs: tuple[str, ...], output: Path | None, max_spill_bytes: int, autotune: bool, as_json: bool
 ) -> None:
     """Compile every kernel specialisation SPEC needs, for each arch, without a GPU."""
+    compiling_process()
     from dayone.compile_stage import plan_key
     from dayone.kernels.aot import AotError, format_table, load_plan, save_plan
 
@@ -101,8 +102,6 @@ def compile_cmd(
 
 def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_arch: str | None, quiet: bool):
     """(autotuning results, resource table): compile (or find in the cubin cache) every kernel instance."""
-    # The interpreter swaps @triton.jit for interpreted functions at import: nothing would be left to compile.
-    os.environ.pop("TRITON_INTERPRET", None)
     from dayone.compile_stage import build_plan, specializations_for
     from dayone.kernels.aot import compile_specializations
     from rich.progress import Progress
@@ -117,6 +116,13 @@ def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_
                 table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
             progress.advance(task)
     return tuned, table
+
+
+def compiling_process() -> None:
+    """Make this process one that compiles kernels: Triton's interpreter (TRITON_INTERPRET=1, which tests set to run
+    kernels on a CPU) swaps @triton.jit for interpreted functions at import, leaving nothing to compile. Done once,
+    at the command's entry (`compile`, `run`), before anything imports a kernel; never inside a stage."""
+    os.environ.pop("TRITON_INTERPRET", None)
 
 
 def _autotune_arch(archs: tuple[str, ...]) -> str:

@@ -30,14 +30,16 @@ def package(outdir, dist, spec_arg, revision, public_version, report, as_json) -
     """Package the adapters `integrate generate` wrote under OUTDIR (OUTDIR/<target>/) into DIST."""
     from dayone.package import BuildError
     from dayone.package import package as run_package
+    from dayone.spec.registry import load_spec
 
     if revision is not None and not revision.strip():
         raise InputError("--revision: empty")
+    spec = load_spec(spec_arg) if spec_arg else None
     status = Console(stderr=True, highlight=False)
     try:
         with status.status("packaging") as spinner:
             result = run_package(
-                outdir, dist, spec_arg=spec_arg, revision=revision, public_version=public_version,
+                outdir, dist, spec=spec, revision=revision, public_version=public_version,
                 progress=lambda line: spinner.update(line),
             )  # fmt: skip
     except BuildError as err:

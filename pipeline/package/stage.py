@@ -54,7 +54,7 @@ def package(
     outdir: Path,
     dist: Path,
     *,
-    spec_arg: str | None = None,
+    spec: ModelSpec | None = None,
     revision: str | None = None,
     public_version: bool = False,
     progress: Callable[[str], None] = lambda line: None,
@@ -62,7 +62,7 @@ def package(
     outdir, dist = Path(outdir), Path(dist)
     build.require_build()
     adapters = discover.find_adapters(outdir)
-    spec, digest = _spec(adapters, spec_arg)
+    spec, digest = _spec(adapters, spec)
     _check_dist(dist, outdir)
     reports = discover.find_reports(outdir, skip=[a.root for a in adapters] + [dist])
     epoch = source_date_epoch()
@@ -96,11 +96,11 @@ def package(
     return result
 
 
-def _spec(adapters: list[discover.Adapter], spec_arg: str | None) -> tuple[ModelSpec, str]:
-    """The spec the adapters were generated from: --spec, else the shipped spec their headers name; its digest must
-    be the one in the headers (adapters generated from an older spec, or another one, are refused)."""
+def _spec(adapters: list[discover.Adapter], given: ModelSpec | None) -> tuple[ModelSpec, str]:
+    """The spec the adapters were generated from: the one given (--spec), else the shipped spec their headers name;
+    its digest must be the one in the headers (adapters generated from an older spec, or another one, are refused)."""
     names = sorted({a.spec_name for a in adapters})
-    if spec_arg is None:
+    if given is None:
         if len(names) > 1:
             raise InputError(
                 f"adapters generated from different specs ({', '.join(names)}): package one spec at a time"
@@ -109,13 +109,13 @@ def _spec(adapters: list[discover.Adapter], spec_arg: str | None) -> tuple[Model
             raise InputError(
                 f"{adapters[0].root}: generated from spec {names[0]!r}, which is not shipped: pass --spec FILE"
             )
-    spec = load_spec(spec_arg or names[0])
+    spec = given or load_spec(names[0])
     digest = common.spec_digest(spec)
     for a in adapters:
         if (a.spec_name, a.spec_digest) != (spec.name, digest):
             raise InputError(
                 f"{a.root}: generated from spec {a.spec_name} (sha256 {a.spec_digest}), not from "
-                f"{spec_arg or spec.name} ({spec.name}, sha256 {digest}): regenerate it or pass the spec it came from"
+                f"{spec.name} (sha256 {digest}): regenerate it or pass the spec it came from"
             )
     return spec, digest
 

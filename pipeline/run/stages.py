@@ -207,7 +207,6 @@ def conform_stage(ctx: RunContext) -> Stage:
 
 def compile_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
-        os.environ.pop("TRITON_INTERPRET", None)
         from dayone.compile_stage import specializations_for
         from dayone.kernels.aot import AotError, compile_specializations
 
@@ -260,18 +259,17 @@ def validate_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.validate import Options, validate
 
-        report = validate(str(ctx.checkpoint.root), Options(spec_arg=str(ctx.out / "stages" / "spec" / "spec.yaml")))
-        report["created"] = ctx.created.isoformat()
-        report["details"].pop("seconds", None)  # timings vary between runs; the stage's files must not
-        report["details"]["checkpoint"] = ctx.checkpoint_identity
-        written = Report.model_validate(report)
-        (workdir / "report-validate.json").write_text(written.model_dump_json(indent=2) + "\n")
+        # The run's checkpoint and spec as they are, not re-read from their files.
+        report = Report.model_validate({**validate(ctx.checkpoint, Options(), spec=ctx.spec), "created": ctx.created})
+        report.details.pop("seconds", None)  # timings vary between runs; the stage's files must not
+        report.details["checkpoint"] = ctx.checkpoint_identity
+        (workdir / "report-validate.json").write_text(report.model_dump_json(indent=2) + "\n")
         # The engines' own numerics need their GPU kernels: say so in each target's cell instead of leaving it blank.
         for target in ctx.targets:
             ctx.report(workdir, "validate", NOT_RUN, {"reason": ENGINE_NUMERICS_REASON}, target=target)
-        first = report["details"].get("first_failure")
-        summary = "every metric within tolerance" if report["status"] == PASS else f"first failure: {first}"
-        return StageResult(report["status"], summary)
+        first = report.details.get("first_failure")
+        summary = "every metric within tolerance" if report.status == PASS else f"first failure: {first}"
+        return StageResult(report.status, summary)
 
     return Stage(
         "validate", lambda: {"checkpoint": ctx.checkpoint_digest, "targets": ctx.targets}, run, after=("spec",),
@@ -295,7 +293,7 @@ def package_stage(ctx: RunContext) -> Stage:
         for report in sorted(p for name in after for p in (stages / name).glob("report-*.json")):
             shutil.copyfile(report, inputs / report.name)
         try:
-            result = package(inputs, workdir / "dist", spec_arg=str(stages / "spec" / "spec.yaml"))
+            result = package(inputs, workdir / "dist", spec=ctx.spec)
         except BuildError as err:
             return StageResult(FAIL, str(err).splitlines()[0])
         finally:

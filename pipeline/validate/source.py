@@ -51,11 +51,14 @@ class Source:
         return self.checkpoint.source or str(self.checkpoint.root)
 
 
-def open_source(path: str, spec_arg: str | None = None) -> Source:
-    """Open a checkpoint and its spec (given, or derived from config.json); a checkpoint that does not hold exactly
-    the spec's tensors (names, shapes, dtypes) is bad input, named by its first problem."""
-    checkpoint = open_checkpoint(path)
-    spec = spec_for_checkpoint(checkpoint, spec_arg)
+def open_source(checkpoint: str | Checkpoint, spec: ModelSpec | str | None = None) -> Source:
+    """A checkpoint (a folder or Hub id, or one the caller already opened) and its spec (a ModelSpec, a spec NAME or
+    FILE, or derived from config.json); a checkpoint that does not hold exactly the spec's tensors (names, shapes,
+    dtypes) is bad input, named by its first problem."""
+    if not isinstance(checkpoint, Checkpoint):
+        checkpoint = open_checkpoint(checkpoint)
+    if not isinstance(spec, ModelSpec):
+        spec = spec_for_checkpoint(checkpoint, spec)
     manifest = build_manifest(spec)
     coverage = check_coverage(manifest, checkpoint)
     if not coverage.ok and not (coverage.missing_count or coverage.mismatched_count):

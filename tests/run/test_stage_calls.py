@@ -1,0 +1,92 @@
+"""`integrate run`'s stages call the library with the run's typed objects (its open Checkpoint, its ModelSpec), not
+with paths and spec files read and validated again; process-wide settings (TRITON_INTERPRET) are made at the
+command's entry, never inside a stage."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from dayone.checkpoint import open_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
+from dayone.run import stages as S
+from dayone.spec.registry import load_spec
+from dayone.synth import scaled_spec, write_synthetic
+
+CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("ckpt") / "kimi-k3-tiny"
+    write_synthetic(scaled_spec(load_spec("kimi-k3"), "tiny", 4), path, seed=0, num_shards=2)
+    return path
+
+
+def context(checkpoint: Path, out: Path, name: str | None = None) -> S.RunContext:
+    ckpt = open_checkpoint(str(checkpoint), read_headers=False)
+    spec = spec_for_checkpoint(ckpt, None)
+    if name is not None:
+        spec = spec.model_copy(update={"name": name})
+    return S.RunContext(ckpt, spec, out, CREATED, ("sglang",), ("sm_90",))
+
+
+def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path):
+    # No OUT/stages/spec/spec.yaml exists, and the spec carries a name config.json cannot give: the stage can only
+    # pass, under that name, if it hands validate the RunContext's objects.
+    ctx = context(tiny, tmp_path / "out", name="renamed-stand-in")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = S.validate_stage(ctx).run(workdir)
+    assert result.status == "pass", result.summary
+    report = json.loads((workdir / "report-validate.json").read_text())
+    assert report["spec"] == "renamed-stand-in"
+    assert report["created"].startswith("2026-01-02T03:04:05")
+    assert report["details"]["checkpoint"] == ctx.checkpoint_identity
+    assert "seconds" not in report["details"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_compile_stage_leaves_the_process_environment_alone(tiny, tmp_path, monkeypatch):
+    import dayone.compile_stage
+    import dayone.kernels.aot
+
+    seen = []
+    monkeypatch.setattr(dayone.compile_stage, "specializations_for", lambda spec: [])
+    monkeypatch.setattr(
+        dayone.kernels.aot, "compile_specializations", lambda specs, archs, cache: seen.append(os.environ.copy()) or []
+    )
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    ctx = context(tiny, tmp_path / "out")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    assert S.compile_stage(ctx).run(workdir).status == "pass"
+    assert seen and seen[0].get("TRITON_INTERPRET") == "1"  # the stage compiled in the environment it was given
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_the_commands_that_compile_drop_the_interpreter_at_their_entry(command, tmp_path, monkeypatch):
+    from dayone.commands import compile_cmd, run_cmd
+
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(os.environ.get("TRITON_INTERPRET"))
+        if command == "compile":  # _build(spec, archs, out, ...) leaves the cubin folder, however few kernels
+            (args[2] / "cubin").mkdir(parents=True)
+            return [], []
+        return {"ok": True}, {}
+
+    monkeypatch.setattr(compile_cmd, "_build", record)
+    monkeypatch.setattr(run_cmd, "_run", record)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    args = ["kimi-k3", "-o", tmp_path / "kernels"] if command == "compile" else ["--demo", "-o", tmp_path / "run"]
+    main = compile_cmd.COMMAND if command == "compile" else run_cmd.COMMAND
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert seen == [None]
