@@ -164,11 +164,20 @@ PLANTED = {
     "renamed-parameter": ("kimi-linear-48b-a3b", 1, renamed_parameter),
     "stale-after-update": ("kimi-linear-48b-a3b", 1, stale_after_update),
 }
+# DeepSeek-V3's YaRN rope (mscale != mscale_all_dim), 32768 x 32 positions cached: SGLang's CPU rotary builds it.
+YARN_ROPE = {
+    "theta": 50000.0,
+    "scaling": {"kind": "yarn", "factor": 32.0, "original_max_position_embeddings": 32768, "mscale": 1.0,
+                "mscale_all_dim": 0.7},
+}  # fmt: skip
+# An unscaled rope: SGLang's CPU rotary (get_rope_cpu) refuses it, so SGLang builds it on a GPU only (not run here).
+PLAIN_ROPE = {"mla": {"nope": False, "rope": {"theta": 10000.0}}}
 # The honoured spec variants of test_sglang_variants.py together, through SGLang once (world size 1): softmax and
-# group-limited routing without correction bias, no q LoRA, no MLA output gate, a gate bound of -3, two dense layers.
+# group-limited routing without correction bias, no q LoRA, no MLA output gate, YaRN rope, a gate bound of -3, two
+# dense layers.
 COMBINED_VARIANT = {
     "moe": {"router": {"activation": "softmax", "num_groups": 4, "topk_groups": 2, "correction_bias": False}},
-    "mla": {"q_lora_rank": None, "output_gate": False},
+    "mla": {"q_lora_rank": None, "output_gate": False, "nope": False, "rope": YARN_ROPE},
     "kda": {"gate": {"lower_bound": -3.0}},
     "layout": {"ffn": "[dense dense] + 3 x [moe]"},
 }
@@ -204,6 +213,9 @@ def sglang_batch(tmp_path_factory) -> dict[str, Run]:
     spec = variant(COMBINED_VARIANT)
     write_synthetic(spec, root / "variants" / "checkpoint", seed=7, num_shards=1)
     cases["variants"] = Case(spec, root / "variants" / "checkpoint", generate(spec, root / "variants"), 1)
+    spec = variant(PLAIN_ROPE)
+    write_synthetic(spec, root / "plain-rope" / "checkpoint", seed=9, num_shards=1)
+    cases["plain-rope"] = Case(spec, root / "plain-rope" / "checkpoint", generate(spec, root / "plain-rope"), 1)
     _BATCH.update(probe_batch(cases, root / "runs"))
     spec, checkpoint = tiny_spec(DRIVEN), root / DRIVEN / "checkpoint"
     report = conform_target("sglang", root / DRIVEN / "gen", checkpoint, spec, WORLDS, keep=root / "driven")

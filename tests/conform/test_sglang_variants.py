@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from dayone.adapters.targets import sglang
 from dayone.core.errors import InputError
-from test_sglang_probe import COMBINED_VARIANT, judge, sglang_batch, variant
+from test_sglang_probe import COMBINED_VARIANT, PLAIN_ROPE, YARN_ROPE, judge, sglang_batch, variant
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +27,7 @@ HONOURED = {
     "no q LoRA": ({"mla": {"q_lora_rank": None}}, "self.q_proj = ColumnParallelLinear("),
     "no output gate": ({"mla": {"output_gate": False}}, None),
     "dense prefix of two": ({"layout": {"ffn": "[dense dense] + 3 x [moe]"}}, 'if layer_id in LAYERS["moe"]:'),
+    "YaRN rope": ({"mla": {"nope": False, "rope": YARN_ROPE}}, '"rope_type": "deepseek_yarn"'),
 }
 REFUSED = {
     "YaRN positions past its cache": (
@@ -79,6 +80,22 @@ def test_honoured_variants_together_load_in_sglang(probed):
     for level in ("discovered", "accepted", "built"):
         assert levels[level]["status"] == "pass", (level, levels[level])
     assert judge(run.case.spec, run.case.checkpoint, run.out, 1) == []
+    # the YaRN rope built by SGLang's own CPU rotary embedding (its CPU engine switched on for that package only)
+    assert any("SGLANG_USE_CPU_ENGINE=1" in s for s in run.levels["facts"]["cpu_stand_ins"])
+
+
+def test_unscaled_rope_is_not_run_on_the_cpu_with_sglangs_reason(probed):
+    """SGLang's CPU rotary embedding asserts on an unscaled rope (get_rope_cpu): built and everything after it are
+    "not run" with that reason in one line, never a failure of the adapter, never a pass."""
+    assert PLAIN_ROPE["mla"]["rope"].get("scaling") is None
+    levels = probed["plain-rope"].levels["levels"]
+    for level in ("discovered", "accepted"):
+        assert levels[level]["status"] == "pass", (level, levels[level])
+    for level in ("built", "loaded", "forward"):
+        assert levels[level]["status"] == "not run", (level, levels[level])
+        assert "get_rope_cpu" in levels[level]["detail"] and "unscaled" in levels[level]["detail"]
+        assert "\n" not in levels[level]["detail"]
+    assert not (probed["plain-rope"].out / "rank0.safetensors").exists()
 
 
 def _covered() -> list[bool]:

@@ -5,10 +5,11 @@ turns them as the reference tier does (adapters/model/rope.py, checked against t
 test_mla_rope.py); the softmax scale the generated code passes is the spec's.
 
 The frameworks' rotary modules run their forward_native here (the CPU; a GPU run takes their fused kernels: not run).
-Building the whole model on a CPU: vLLM does it in tests/conform/test_spec_variants.py (the RoPE variant is among
-the honoured ones); SGLang's CPU rotary embedding needs its CPU engine (SGLANG_USE_CPU_ENGINE=1) and a scaled rope,
-which the conform probe does not run, so SGLang builds a RoPE model only on a GPU (not run here). The generated
-expression picks SGLang's GPU or CPU rotary by the build device: both branches are built here where SGLang can."""
+Building the whole model on a CPU: vLLM does it in tests/conform/test_spec_variants.py, SGLang in
+tests/conform/test_sglang_variants.py (the YaRN variant is among the honoured ones of both; SGLang's conform probe
+imports its rotary embedding with the CPU engine switched on). SGLang's CPU rotary takes only a scaled rope, so an
+unscaled one is "built: not run" there (it builds on a GPU only). The generated expression picks SGLang's GPU or
+CPU rotary by the build device: both branches are built here where SGLang can."""
 
 from __future__ import annotations
 

@@ -20,7 +20,10 @@ The framework is imported once in the launching process and the ranks are forked
 that import: the import is most of a probe's time); SGLang's model registry, and through it the adapter package,
 is imported only inside each rank, after SGLANG_EXTERNAL_MODEL_PACKAGE is set, as in a user's server process.
 CPU stand-ins (reported in facts): SGLang's PyNccl communicator is CUDA-only, so the tensor-parallel groups are
-built without it and every collective runs over their gloo CPU group.
+built without it and every collective runs over their gloo CPU group. SGLang's rotary embedding is imported with
+its CPU engine switched on (SGLANG_USE_CPU_ENGINE=1, for that package alone: the whole CPU engine needs sgl-kernel's
+CPU build, which is not on the package index), since off it the rotary classes take vllm._custom_ops' kernel. Its
+CPU path (get_rope_cpu) builds only a deepseek_yarn-scaled rope: an unscaled one is "built: not run", with why.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def forward_not_run(facts: dict) -> str:
     return "; ".join(parts)
 
 
+CPU_ROTARY = "SGLang's rotary embedding imported with its CPU engine (SGLANG_USE_CPU_ENGINE=1) for that package only"
+UNSCALED_ROPE_ON_CPU = (
+    "SGLang's CPU rotary embedding (get_rope_cpu) builds only a deepseek_yarn-scaled rope and this one is unscaled; "
+    "SGLang builds it on a GPU only"
+)
+
+
 class Verdict:
     """Levels of one rank, filled in order; the first failure leaves every later level not run."""
 
@@ -76,6 +86,12 @@ class Verdict:
 
     def not_run(self, level: str, detail: str) -> None:
         self.levels[level] = {"status": "not run", "detail": detail}
+
+    def not_run_from(self, level: str, detail: str) -> None:
+        """`level` and every later one not run, for the same reason (the later ones name the level)."""
+        self.not_run(level, detail)
+        for later in LEVELS[LEVELS.index(level) + 1 :]:
+            self.not_run(later, f"{level} not run: {detail}")
 
 
 def package_name(site: Path) -> str:
@@ -193,6 +209,34 @@ def init_parallel(rank: int, world: int, port: int) -> None:
     parallel_state.initialize_model_parallel()
 
 
+def import_rotary_with_cpu_engine() -> None:
+    """Import sglang.srt.layers.rotary_embedding with SGLang's CPU engine switch on, and only that package: its
+    classes decide at import whether to take vllm._custom_ops' rotary kernel (is_cpu() false) or their own torch
+    path. The rest of SGLang keeps the switch off (its CPU engine needs sgl-kernel's CPU build). A no-op once the
+    package is imported; is_cpu() is cached, so the cache is cleared on the way in and out."""
+    if "sglang.srt.layers.rotary_embedding" in sys.modules:
+        return
+    from sglang.srt.utils import common
+
+    before = os.environ.get("SGLANG_USE_CPU_ENGINE")
+    os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+    common.is_cpu.cache_clear()
+    try:
+        import sglang.srt.layers.rotary_embedding  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ["SGLANG_USE_CPU_ENGINE"]
+        else:
+            os.environ["SGLANG_USE_CPU_ENGINE"] = before
+        common.is_cpu.cache_clear()
+
+
+def refused_by_cpu_rope(err: BaseException) -> bool:
+    """SGLang's CPU rotary factory asserting on the rope it was given (the innermost frame is get_rope_cpu)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return isinstance(err, AssertionError) and bool(frames) and frames[-1].name == "get_rope_cpu"
+
+
 def build(verdict: Verdict, args, config, rank: int, world: int, port: int):
     import torch
     from sglang.srt.configs.load_config import LoadConfig
@@ -204,13 +248,20 @@ def build(verdict: Verdict, args, config, rank: int, world: int, port: int):
     initialize_dp_attention(server_args=args)
     load_config = LoadConfig(load_format="auto")
     quant_config = _get_quantization_config(config, load_config)
-    with set_default_torch_dtype(config.dtype), torch.device("cpu"):
-        model = _initialize_model(config, load_config, quant_config)
+    try:
+        with set_default_torch_dtype(config.dtype), torch.device("cpu"):
+            model = _initialize_model(config, load_config, quant_config)
+    except AssertionError as err:
+        if not refused_by_cpu_rope(err):
+            raise
+        verdict.not_run_from("built", UNSCALED_ROPE_ON_CPU)
+        return None
+    rotary = any(type(m).__name__.endswith("RotaryEmbedding") for m in model.modules())
     methods = sorted({type(m.quant_method).__name__ for m in model.modules() if hasattr(m, "quant_method")})
     verdict.facts.update(
         quant_config=type(quant_config).__name__ if quant_config is not None else None,
         quant_methods=methods,
-        cpu_stand_ins=["PyNccl off: tensor-parallel collectives over the gloo CPU group"],
+        cpu_stand_ins=["PyNccl off: tensor-parallel collectives over the gloo CPU group"] + [CPU_ROTARY] * rotary,
     )
     count = sum(1 for _ in model.named_parameters())
     verdict.passed("built", f"{type(model).__name__}: {count} parameters on rank {rank} of {world} (gloo)")
@@ -384,15 +435,17 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
     verdict, out_dir, ckpt = Verdict(), Path(out), Path(checkpoint)
     level = "discovered"
     try:
+        import_rotary_with_cpu_engine()  # before the registry imports the adapter (done by warm() when forked)
         if discover(verdict, package, architectures(ckpt)) is not None:
             level = "accepted"
             accepted = accept(verdict, ckpt, rank, world)
             if accepted is not None:
                 level = "built"
                 model = build(verdict, *accepted, rank, world, port)
-                level = "loaded"
-                load(verdict, model, ckpt, out_dir, rank)
-                verdict.not_run("forward", forward_not_run(verdict.facts))
+                if model is not None:
+                    level = "loaded"
+                    load(verdict, model, ckpt, out_dir, rank)
+                    verdict.not_run("forward", forward_not_run(verdict.facts))
     except Exception as err:  # noqa: BLE001 - the framework's own error is the verdict (traceback kept aside)
         verdict.failed(level, f"{type(err).__name__}: {err}")
         (out_dir / f"rank{rank}.traceback.txt").write_text(traceback.format_exc())
@@ -459,6 +512,8 @@ def warm() -> str:
     for module in WARM:
         with contextlib.suppress(Exception):  # the rank's own import reports it as its level's failure
             importlib.import_module(module)
+    with contextlib.suppress(Exception):
+        import_rotary_with_cpu_engine()  # after the modules above, so the switch reaches the rotary package only
     return "spawn" if REGISTRY in sys.modules else "fork"
 
 
