@@ -198,6 +198,11 @@ class EntryTable:
         order; None otherwise (then `lookup` answers name by name)."""
         return self._sequence.run(names)
 
+    @property
+    def plain_names(self) -> bool:
+        """Whether every name is printable text with no quote or backslash (written as is in JSON)."""
+        return self._sequence.plain_names
+
     def span(self, first: str, nbytes: int) -> tuple[list[str], list[Entry]] | None:
         """The names and entries of the manifest's tensors in order from `first` on, as many as hold exactly `nbytes`
         bytes (a shard written in manifest order); None when `first` is no tensor's or no such run ends there."""
@@ -312,6 +317,10 @@ class _ManifestSequence:
         self.plain_at: dict[str, tuple[int, int]] = {}  # plain name -> (run, position)
         self.group_at: dict[str, int] = {}  # group prefix -> run
         bodies: dict[tuple, _GroupBody] = {}
+        texts = [item.prefix + part.suffix if isinstance(item, ExpertGroup) else item.name for item in items
+                 for part in (item.parts if isinstance(item, ExpertGroup) else (None,))]  # fmt: skip
+        blob = "".join(texts)
+        self.plain_names = '"' not in blob and "\\" not in blob and blob.isprintable()
         for item in items:
             if isinstance(item, ExpertGroup):
                 if _PLACEHOLDER in item.prefix or "\n" in item.prefix:
