@@ -352,6 +352,7 @@ def _mla(text: _Fields, conventions: FamilyConventions) -> dict:
     kv_heads = text.get("num_key_value_heads", default=heads)
     if kv_heads not in (None, heads):
         raise InputError(f"{text.where}: num_key_value_heads={kv_heads} differs from num_attention_heads={heads} (MLA)")
+    nope = text.flag("mla_use_nope", default=conventions.mla_use_nope)
     return {
         "num_heads": heads,
         "q_lora_rank": text.integer("q_lora_rank", default=None),
@@ -359,9 +360,10 @@ def _mla(text: _Fields, conventions: FamilyConventions) -> dict:
         "qk_nope_head_dim": text.integer("qk_nope_head_dim"),
         "qk_rope_head_dim": text.integer("qk_rope_head_dim"),
         "v_head_dim": text.integer("v_head_dim"),
-        # transformers' kimi_linear is NoPE unconditionally and writes no mla_use_nope.
-        "nope": text.flag("mla_use_nope", default=True),
-        "rope": None if text.flag("mla_use_nope", default=True) else _mla_rope(text),
+        # A config without mla_use_nope means what the family's releases do (conventions.mla_use_nope): transformers'
+        # kimi_linear is NoPE unconditionally and writes none; a DeepSeek-V3-like family rotates.
+        "nope": nope,
+        "rope": None if nope else _mla_rope(text),
         "output_gate": text.flag("mla_use_output_gate", default=False),
         "norm_eps": text.real("rms_norm_eps")
         if conventions.mla_norm_eps == "rms_norm_eps"

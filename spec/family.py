@@ -47,6 +47,7 @@ class FamilyConventions:
     a_log_pad_to: int
     passthrough: tuple[str, ...]
     mla_norm_eps: float | str
+    mla_use_nope: bool
 
 
 def search_path(extra: Sequence[Path] = ()) -> list[Path]:

@@ -406,6 +406,10 @@ class Conventions(Strict):
     mla_norm_eps: Annotated[float, Real(gt=0, lt=1)] | Literal["rms_norm_eps"] | None = Field(
         default=None, description="eps of the q_a/kv_a layernorms: a number, or rms_norm_eps to take the config's"
     )
+    mla_use_nope: StrictBool | None = Field(
+        default=None,
+        description="what a config.json without mla_use_nope means: true NoPE (Kimi), false rotary MLA (DeepSeek-V3)",
+    )
 
 
 class Release(Strict):

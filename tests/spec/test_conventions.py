@@ -132,6 +132,34 @@ def test_extends_overrides_and_inherits(tmp_path):
     assert spec.hf.architecture == "KimiK3ForConditionalGeneration"  # the config's own architectures win
 
 
+def test_mla_use_nope_default_is_the_familys(tmp_path):
+    """A config.json without mla_use_nope is derived as its family's conventions say: NoPE for the Kimi families
+    (shipped files), rotary MLA for a DeepSeek-V3-like family whose file says mla_use_nope: false; a config that
+    states mla_use_nope wins over either."""
+    assert conventions_for("kimi_k3").mla_use_nope is True and conventions_for("kimi_linear").mla_use_nope is True
+    (tmp_path / "deepseek_like.yaml").write_text("extends: kimi_k3\nmla_use_nope: false\n")
+    rope = {"rope_theta": 10000.0, "rope_scaling": {"type": "yarn", "factor": 40.0, "mscale": 1.0,
+            "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1}}  # fmt: skip
+
+    def silent(model_type: str, **text_fields) -> dict:
+        config = k3_config()
+        config["model_type"] = model_type
+        del config["text_config"]["mla_use_nope"]
+        config["text_config"].update(rope, **text_fields)
+        return config
+
+    kimi = derive_spec(silent("kimi_k3"), "k3-silent", conventions_dirs=[tmp_path])
+    assert kimi.mla.nope is True and kimi.mla.rope is None
+    deepseek = derive_spec(silent("deepseek_like"), "ds", conventions_dirs=[tmp_path])
+    assert deepseek.mla.nope is False and deepseek.mla.rope.theta == 10000.0
+    assert deepseek.mla.rope.scaling.factor == 40.0 and deepseek.mla.rope.interleave is True
+    stated = derive_spec(silent("deepseek_like", mla_use_nope=True), "ds-nope", conventions_dirs=[tmp_path])
+    assert stated.mla.nope is True and stated.mla.rope is None
+    (tmp_path / "kimi_k4.yaml").write_text("extends: kimi_k3\nmla_use_nope: 0\n")
+    with pytest.raises(InputError, match="mla_use_nope"):
+        conventions_for("kimi_k4", [tmp_path])
+
+
 def test_search_path_order(tmp_path, monkeypatch):
     """--conventions folders, then $DAYONE_CONVENTIONS, then the shipped: the first file found is the one used."""
     first, second = tmp_path / "first", tmp_path / "second"
