@@ -216,7 +216,8 @@ def _index_file_counts(path: Path) -> dict[str, int]:
     return dict(Counter(_read_index(path).values()))
 
 
-_INDEX_VALUE = re.compile(rb'"[^"]*"\s*:\s*"([^"]*)"')
+# Possessive (*+): the same matches (each class is disjoint from what follows it), no backtracking state kept.
+_INDEX_VALUE = re.compile(rb'"[^"]*+"\s*+:\s*+"([^"]*+)"')
 
 
 def _explain_index_mismatch(index_path: Path, shards: dict[str, ShardHeader], where: str) -> None:
