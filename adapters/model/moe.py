@@ -5,13 +5,17 @@ topk_groups of num_groups groups when grouped); weights = the unbiased s of the 
 renormalising, times scaling_factor.
 Plain MoE: y = sum_j w_j expert_j(x) + shared(x).
 Latent MoE: h = latent_down(x); y = latent_up(RMSNorm(sum_j w_j expert_j(h))) + shared(x), the sum in fp32.
-Reference tier: every (token, expert) pair on its own. Fast tier: tokens sorted by expert, one matmul per active
-expert, then `dayone.kernels.moe_combine` (fp32 weighted sum and latent norm). MXFP4 experts in the fast tier: an
-expert that sees at most MXFP4_LINEAR_ROWS tokens (decode-shaped) multiplies the packed bytes directly
-(`mxfp4_linear`); a busier one is dequantized once (`dequantize_mxfp4`) and runs a plain matmul.
+Reference tier: every (token, expert) pair on its own, MXFP4 experts dequantized and the outputs combined by the
+ops' references (kernels/mxfp4/reference.py, kernels/moe_combine/reference.py). Fast tier: tokens sorted by expert,
+one matmul per active expert, then the public op `dayone.kernels.moe_combine` (fp32 weighted sum and latent norm).
+MXFP4 experts in the fast tier: an expert that sees at most MXFP4_LINEAR_ROWS tokens (decode-shaped) multiplies the
+packed bytes directly (`mxfp4_linear`); a busier one is dequantized once (`dequantize_mxfp4`) and runs a plain matmul.
+The correction bias is fp32 in both tiers: top-k reads it in fp32, and bf16 would merge near-tied biases.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +23,8 @@ from dayone.adapters.model.capture import Capture, record, replayed_route, wants
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.mlp import MLP, gated_activation
 from dayone.adapters.model.module import SpecModule
-from dayone.adapters.model.norms import rms_norm
+from dayone.kernels.moe_combine.reference import moe_combine_reference
+from dayone.kernels.mxfp4.reference import dequantize_mxfp4_reference
 from dayone.spec.schema import ModelSpec, RouterSpec
 
 MXFP4_LINEAR_ROWS = 16  # the mxfp4_linear kernel's row tile (tl.dot's smallest): one tile covers the decode case
@@ -34,7 +39,8 @@ class Router(SpecModule):
         self.E, self.k = moe.num_experts, moe.experts_per_token
         self.add_weight("weight", (self.E, spec.hidden_size), "moe.router", device)
         if self.cfg.correction_bias:
-            self.add_weight("e_score_correction_bias", (self.E,), "moe.correction_bias", device)
+            # fp32 whatever the tier or the checkpoint dtype: the routing maths adds it to fp32 scores
+            self.add_weight("e_score_correction_bias", (self.E,), "moe.correction_bias", device, torch.float32)
 
     def forward(self, x: torch.Tensor, replay: torch.Tensor | None = None):
         """x [N, D] -> logits [N, E] fp32, ids [N, k] (ascending), weights [N, k] fp32, own [N, k] (ascending).
@@ -87,13 +93,15 @@ class Experts(SpecModule):
         """Expert e's gate [I, W], up [I, W], down [W, I] in the tier's dtype."""
         if not self.quantized:
             return self.gate[e], self.up[e], self.down[e]
-        from dayone.kernels.mxfp4 import dequantize_mxfp4
+        if self.tier.is_reference:
+            dequantize = dequantize_mxfp4_reference
+        else:
+            from dayone.kernels.mxfp4 import dequantize_mxfp4
 
-        backend = None if self.tier.is_reference else self.tier.backend("dequantize_mxfp4", self.gate_packed)
+            backend = self.tier.backend("dequantize_mxfp4", self.gate_packed)
+            dequantize = partial(dequantize_mxfp4, backend=backend)
         return tuple(  # type: ignore[return-value]
-            dequantize_mxfp4(
-                getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], self.tier.dtype, backend=backend
-            )
+            dequantize(getattr(self, f"{p}_packed")[e], getattr(self, f"{p}_scale")[e], self.tier.dtype)
             for p in self.PROJECTIONS
         )
 
@@ -178,15 +186,16 @@ class MoE(SpecModule):
         expert_out = self.experts(h, ids)  # [N, k, W]
         norm_w = self.routed_expert_norm if self.latent and self.latent_norm else None
         if self.tier.is_reference:
-            combined = (weights[..., None] * expert_out.float()).sum(1)  # fp32
-            record(capture, p + "latent_combined", combined)
-            routed = (rms_norm(combined, norm_w, self.eps) if norm_w is not None else combined).to(x.dtype)
+            combine = moe_combine_reference
         else:
             from dayone.kernels.moe_combine import moe_combine
 
-            if wants(capture, p + "latent_combined"):
-                record(capture, p + "latent_combined", (weights[..., None] * expert_out.float()).sum(1))
-            routed = moe_combine(expert_out, weights, norm_w, self.eps, backend=self.tier.backend("moe_combine", x))
+            combine = partial(moe_combine, backend=self.tier.backend("moe_combine", x))
+        if wants(capture, p + "latent_combined"):
+            # the op's own fp32 weighted sum (no norm, fp32 in and out): its fused run below keeps the sum in
+            # registers and stores only the normed rows
+            record(capture, p + "latent_combined", combine(expert_out.float(), weights))
+        routed = combine(expert_out, weights, norm_w, self.eps)
         if self.latent:
             record(capture, p + "latent_normed", routed)
             routed = F.linear(routed, self.routed_expert_up_proj)

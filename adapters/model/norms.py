@@ -1,15 +1,13 @@
-"""Plain RMSNorm in fp32 math (the gated per-head form is the gated_rmsnorm op: `dayone.kernels.gated_rmsnorm`)."""
+"""Plain RMSNorm (input, post-attention, final and MLA LoRA norms). It has no kernel of its own: both tiers run the
+one fp32 formula, `rms_norm_reference` of kernels/moe_combine/reference.py (the latent norm the MoE combine fuses).
+The gated per-head form is the gated_rmsnorm op (`dayone.kernels.gated_rmsnorm`)."""
 
 from __future__ import annotations
 
 import torch
+from dayone.kernels.moe_combine.reference import rms_norm_reference
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """x * rsqrt(mean(x^2) + eps) * weight over the last dim, computed in fp32, returned in x's dtype.
-    weight None: no scale (the attention-residual row norm)."""
-    xf = x.float()
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    if weight is not None:
-        y = y * weight.float()
-    return y.to(x.dtype)
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x * rsqrt(mean(x^2) + eps) * weight over the last dim, computed in fp32, returned in x's dtype."""
+    return rms_norm_reference(x, weight, eps).to(x.dtype)

@@ -45,7 +45,7 @@ def test_table_fills_each_declared_weight_from_its_role(k3_5, kimi_linear):
 
 def test_dtypes_come_from_the_table(k3_5, kimi_linear):
     """fp32 where the checkpoint singles a weight out as fp32 (spec checkpoint.float32) and where an op takes fp32
-    (KDA's conv weights, o_norm, A_log and dt_bias), MXFP4 bytes uint8, else the tier's."""
+    (KDA's conv weights, o_norm, A_log and dt_bias; the router's correction bias), MXFP4 bytes uint8, else the tier's."""
     spec = k3_5[0]
     fast = SpecModel(spec, "fast", device="meta")
     kda, experts = fast.layers[0].self_attn, fast.layers[2].ffn.experts
@@ -55,8 +55,10 @@ def test_dtypes_come_from_the_table(k3_5, kimi_linear):
     model = SpecModel(linear, "fast", device="meta")
     fp32 = {n for n, b in model.named_buffers() if b.dtype == torch.float32}
     kda_fp32 = ("A_log", "dt_bias", "q_conv", "k_conv", "v_conv", "o_norm")
-    assert fp32 == {f"layers.{i}.self_attn.{w}" for i, layer in enumerate(linear.layers) if layer.attention == "kda"
-                    for w in kda_fp32}  # fmt: skip
+    biases = {f"layers.{i}.ffn.router.e_score_correction_bias" for i, layer in enumerate(linear.layers)
+              if layer.ffn == "moe" and linear.moe.router.correction_bias}  # fmt: skip
+    assert biases and fp32 == biases | {f"layers.{i}.self_attn.{w}" for i, layer in enumerate(linear.layers)
+                                        if layer.attention == "kda" for w in kda_fp32}  # fmt: skip
 
 
 def test_planted_rename_stops_the_build_naming_the_tensor(k3_5, monkeypatch):

@@ -101,7 +101,8 @@ def test_a_wrong_sign_fails_replayed_and_against_the_floor(near_tied, monkeypatc
     u = d["unreplayed"]
     assert report["status"] == "fail"
     first = d["first_failure"]
-    assert (first["layer"], first["capture"]) == (1, "latent_normed")  # the first MoE layer, the combine's output
+    # the first MoE layer, the combine's first output: its weighted sum (the capture is the op's own, not a recount)
+    assert (first["layer"], first["capture"]) == (1, "latent_combined")
     replayed = _logits_e2e(report)
     assert not replayed["passed"] and replayed["rel_rms"] > 0.05 and not d["logprobs"]["passed"]
     assert not u["passed"]
@@ -120,5 +121,5 @@ def test_a_ten_percent_error_hides_under_the_floor_but_not_under_replay(near_tie
     d = report["details"]
     assert report["status"] == "fail"
     first = d["first_failure"]
-    assert (first["layer"], first["capture"], first["tolerance"]) == (1, "latent_normed", "bf16_model")
+    assert (first["layer"], first["capture"], first["tolerance"]) == (1, "latent_combined", "bf16_model")
     assert d["unreplayed"]["passed"]
