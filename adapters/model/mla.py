@@ -5,10 +5,13 @@ c, k_rope = split(kv_a_proj_with_mqa(x), [kv_lora, rope]); c = kv_a_layernorm(c)
 k_nope, v = split(kv_b(c), [nope, v]) per head; k = [k_nope | k_rope shared by all heads];
 causal softmax attention with scale (nope + rope)^-0.5 (times YaRN's mscale^2); out = o_proj(attn [* sigmoid(g(x))]).
 With rope (mla.nope false), q's rope dims and k_rope turn by the token's position first, so the cache keeps
-c | rotated k_rope per token, as the engines' caches do. The reference tier up-projects every cached latent; the
-fast tier absorbs kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load),
-and its decode step (one token per request) writes the new latents in place into the paged cache (cache.MLAState)
-and calls `dayone.kernels.mla_decode` on its page table.
+c | rotated k_rope per token, as the engines' caches do. The attention itself is the op's: the reference tier calls
+`mla_attention_reference` (kernels/mla_decode/reference.py: every cached latent up-projected); the fast tier absorbs
+kv_b into the query and output (w_kc, w_vc: derived tensors, rebuilt from kv_b on every load by the weight map's
+`walk.derive`) and calls the public op `dayone.kernels.mla_decode`, whose query i of a span sees the request's first
+past + i + 1 cached rows. Its decode step (one token per request) writes the new latents in place into the paged
+cache (cache.MLAState) and reads them through its page table; a prefill span reads the same pages (or, without a
+cache, its own latents as one page).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from dayone.adapters.model.config import Tier
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
 from dayone.adapters.model.rope import Rotary
+from dayone.adapters.weightmap.walk import derive
+from dayone.kernels.mla_decode.reference import mla_attention_reference
 from dayone.spec.schema import ModelSpec
+
+# Queries per mla_decode call in a prefill span: its CPU path gathers each query's rows, so a chunk holds at most
+# about this many cached elements (fp32) at once.
+PREFILL_ELEMENTS = 1 << 26
 
 
 class MLA(SpecModule):
@@ -53,9 +62,9 @@ class MLA(SpecModule):
         self.add_derived("w_vc")  # [H, v, C]
 
     def compute_derived(self) -> None:
-        kv_b = self.kv_b_proj.view(self.H, self.nope + self.vdim, self.C)
-        self.w_kc = kv_b[:, : self.nope].contiguous()
-        self.w_vc = kv_b[:, self.nope :].contiguous()
+        dims = (self.H, self.nope, self.vdim)  # the weight map's derivation, as the engines' adapters are judged by
+        self.w_kc = derive("mla_w_kc", [self.kv_b_proj], dims)
+        self.w_vc = derive("mla_w_vc", [self.kv_b_proj], dims)
 
     def new_state(self, batch_size: int, device=None, page_size: int = PAGE_SIZE, capacity_tokens: int = 0) -> MLAState:
         """An empty paged latent cache; capacity_tokens per request reserved up front (it grows past them)."""
@@ -82,9 +91,12 @@ class MLA(SpecModule):
             past = state.lengths[b] if state is not None else 0
             if state is not None:
                 state.append(b, latents[s:e])
-            keys = state.tokens(b) if state is not None else latents[s:e]
-            attend = self._reference if self.tier.is_reference else self._absorbed
-            out[s:e] = attend(q[s:e], keys, past)
+            if self.tier.is_reference:
+                keys = state.tokens(b) if state is not None else latents[s:e]
+                out[s:e] = mla_attention_reference(q[s:e], keys, self.kv_b_proj, self.C, self.vdim, self.scale, past)
+            else:  # the request's pages (already holding the span), or without a cache the span's latents as one page
+                pages = (state.pool, state.page_table[b : b + 1]) if state is not None else (latents[s:e][None], None)
+                out[s:e] = self._absorbed(q[s:e], pages, past)
         if decode:
             out = self._decode(q, latents, state)
         out = out.reshape(N, self.H * self.vdim)
@@ -92,31 +104,30 @@ class MLA(SpecModule):
             out = (out.float() * torch.sigmoid(F.linear(x, self.g_proj).float())).to(x.dtype)
         return F.linear(out, self.o_proj)
 
-    def _mask(self, n: int, t: int, past: int, device) -> torch.Tensor:
-        """[n, t] True where query i (position past + i) may see key j."""
-        return torch.arange(t, device=device)[None, :] <= past + torch.arange(n, device=device)[:, None]
+    def _absorbed(self, q: torch.Tensor, pages: tuple[torch.Tensor, torch.Tensor | None], past: int) -> torch.Tensor:
+        """A span of one request: q [n, H, nope + rope] at positions past .. past + n - 1 -> [n, H, v]. pages: (pool
+        [P, page, C + R], the request's page-table row [1, pages], None for page 0). Query i is a decode query of
+        mla_decode over the request's first past + i + 1 rows."""
+        from dayone.kernels.mla_decode import mla_decode
 
-    def _reference(self, q: torch.Tensor, keys: torch.Tensor, past: int) -> torch.Tensor:
-        """q [n, H, nope + rope], keys [t, C + R] latents -> [n, H, v]; plain up-projection, fp32."""
-        c, k_rope = keys.float().split([self.C, self.R], dim=-1)
-        kv = F.linear(c, self.kv_b_proj.float()).view(-1, self.H, self.nope + self.vdim)
-        k_nope, v = kv.split([self.nope, self.vdim], dim=-1)
-        k = torch.cat([k_nope, k_rope[:, None, :].expand(-1, self.H, -1)], dim=-1)  # [t, H, nope + rope]
-        scores = torch.einsum("nhd,thd->hnt", q.float(), k) * self.scale
-        scores = scores.masked_fill(~self._mask(q.shape[0], k.shape[0], past, q.device), float("-inf"))
-        return torch.einsum("hnt,thv->nhv", scores.softmax(-1), v).to(q.dtype)
+        n, (pool, table) = q.shape[0], pages
+        table = torch.zeros(1, 1, dtype=torch.int32, device=q.device) if table is None else table
+        q_abs = self._absorb(q)
+        out_lat = q.new_empty(n, self.H, self.C)
+        chunk = max(1, PREFILL_ELEMENTS // ((past + n) * pool.shape[-1]))
+        for i in range(0, n, chunk):
+            m = min(chunk, n - i)
+            seq_lens = torch.arange(past + i + 1, past + i + m + 1, dtype=torch.int32, device=q.device)
+            out_lat[i : i + m] = mla_decode(
+                q_abs[i : i + m], pool, table.expand(m, -1), seq_lens, self.C, self.scale,
+                backend=self.tier.backend("mla_decode", q),
+            )  # fmt: skip
+        return torch.einsum("nhc,hvc->nhv", out_lat, self.w_vc)
 
-    def _absorbed(self, q: torch.Tensor, keys: torch.Tensor, past: int) -> torch.Tensor:
-        """Same result with kv_b absorbed: scores = (q_nope w_kc) . c + q_rope . k_rope; out = (P c) w_vc^T."""
-        c, k_rope = keys.split([self.C, self.R], dim=-1)
+    def _absorb(self, q: torch.Tensor) -> torch.Tensor:
+        """q [n, H, nope + rope] -> [q_nope W_kc | q_rope] [n, H, C + R], the query mla_decode takes."""
         q_nope, q_rope = q.split([self.nope, self.R], dim=-1)
-        q_lat = torch.einsum("nhd,hdc->hnc", q_nope, self.w_kc)  # [H, n, C]
-        # bf16 operands, fp32 scores (as a flash-MLA kernel accumulates and keeps them)
-        scores = q_lat.float() @ c.float().T + torch.einsum("nhr,tr->hnt", q_rope.float(), k_rope.float())
-        scores = scores * self.scale
-        scores = scores.masked_fill(~self._mask(q.shape[0], keys.shape[0], past, q.device), float("-inf"))
-        out_lat = scores.softmax(-1).to(q.dtype) @ c  # [H, n, C]
-        return torch.einsum("hnc,hvc->nhv", out_lat, self.w_vc)
+        return torch.cat([torch.einsum("nhd,hdc->nhc", q_nope, self.w_kc), q_rope], dim=-1)
 
     def _decode(self, q: torch.Tensor, latents: torch.Tensor, state: MLAState) -> torch.Tensor:
         """One new token per request: q [B, H, nope + rope], latents [B, C + R] -> [B, H, v].
@@ -126,10 +137,8 @@ class MLA(SpecModule):
         from dayone.kernels.mla_decode import mla_decode
 
         state.append_step(latents)
-        q_nope, q_rope = q.split([self.nope, self.R], dim=-1)
-        q_abs = torch.cat([torch.einsum("nhd,hdc->nhc", q_nope, self.w_kc), q_rope], dim=-1)  # [B, H, C + R]
         out_lat = mla_decode(
-            q_abs, state.pool, state.page_table, state.seq_lens, self.C, self.scale,
+            self._absorb(q), state.pool, state.page_table, state.seq_lens, self.C, self.scale,
             backend=self.tier.backend("mla_decode", q),
         )  # [B, H, C]  # fmt: skip
         return torch.einsum("nhc,hvc->nhv", out_lat, self.w_vc)

@@ -5,6 +5,6 @@ in aot.py.
 """
 
 from dayone.kernels.mla_decode.ops import mla_decode
-from dayone.kernels.mla_decode.reference import mla_decode_reference
+from dayone.kernels.mla_decode.reference import mla_attention_reference, mla_decode_reference
 
-__all__ = ["mla_decode", "mla_decode_reference"]
+__all__ = ["mla_attention_reference", "mla_decode", "mla_decode_reference"]

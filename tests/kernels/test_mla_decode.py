@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dayone.core.numerics import assert_close
-from dayone.kernels.mla_decode import mla_decode, mla_decode_reference
+from dayone.kernels.mla_decode import mla_attention_reference, mla_decode, mla_decode_reference
 from dayone.kernels.mla_decode.aot import specializations
 from dayone.kernels.mla_decode.reference import gather_request_tokens
 from dayone.kernels.specialization import KernelDims
@@ -57,6 +57,26 @@ def test_absorbed_reference_matches_expanded_sdpa():
     )
     absorbed = torch.einsum("hc,hdc->hd", out[0].double(), w_vc)
     assert_close(absorbed.float(), expanded.float(), "fp32", what="absorbed vs expanded")
+
+
+def test_prefill_reference_matches_causal_sdpa_after_a_past():
+    """mla_attention_reference (the model's reference tier): queries at positions past .. past + n - 1 over every
+    cached latent, against SDPA on keys and values expanded per head, each query's visible keys given explicitly."""
+    gen = torch.Generator().manual_seed(3)
+    heads, nope, v_dim, past, n = 3, 8, 6, 5, 4
+    scale = (nope + ROPE) ** -0.5 * 1.3  # a YaRN-like factor on top
+    kv_b = torch.randn(heads * (nope + v_dim), LATENT, generator=gen, dtype=torch.float64) / LATENT**0.5
+    latents = torch.randn(past + n, LATENT + ROPE, generator=gen, dtype=torch.float64)
+    q = torch.randn(n, heads, nope + ROPE, generator=gen, dtype=torch.float64)
+    got = mla_attention_reference(q.float(), latents.float(), kv_b.float(), LATENT, v_dim, scale, past)
+
+    kv = (latents[:, :LATENT] @ kv_b.T).view(past + n, heads, nope + v_dim)
+    k = torch.cat([kv[..., :nope], latents[:, None, LATENT:].expand(-1, heads, -1)], dim=-1).transpose(0, 1)
+    v = kv[..., nope:].transpose(0, 1)  # [H, t, v]
+    visible = torch.tensor([[j <= past + i for j in range(past + n)] for i in range(n)])
+    want = F.scaled_dot_product_attention(q.transpose(0, 1), k, v, attn_mask=visible, scale=scale).transpose(0, 1)
+    assert got.shape == (n, heads, v_dim) and got.dtype == torch.float32
+    assert_close(got, want.float(), "fp32", what="prefill reference vs causal SDPA")
 
 
 def test_gather_crosses_pages_in_table_order():
