@@ -208,6 +208,13 @@ class EntryTable:
         bytes (a shard written in manifest order); None when `first` is no tensor's or no such run ends there."""
         return self._sequence.span(first, nbytes)
 
+    def position(self, name: str) -> int | None:
+        """Where `name` is in the manifest's order (0-based over all tensors, experts expanded); None when no tensor
+        is called that (or names cannot be placed: then `run` and `span` answer None too). A shard proven to be the
+        run of `count` tensors from here covers positions [here, here + count): shards whose runs tile 0..count
+        hold every tensor exactly once."""
+        return self._sequence.position(name)
+
     def lookup(self, names: list[str]) -> list[Entry | None]:
         """The entry of each name (None where the manifest has no such tensor), expanding groups as they are met."""
         found = list(map(self.table.get, names))
@@ -316,6 +323,7 @@ class _ManifestSequence:
         self.runs: list[_PlainRun | _FoldedRun] = []
         self.plain_at: dict[str, tuple[int, int]] = {}  # plain name -> (run, position)
         self.group_at: dict[str, int] = {}  # group prefix -> run
+        self.starts: list[int] = []  # position of each run's first tensor, computed on first use
         bodies: dict[tuple, _GroupBody] = {}
         texts = [item.prefix + part.suffix if isinstance(item, ExpertGroup) else item.name for item in items
                  for part in (item.parts if isinstance(item, ExpertGroup) else (None,))]  # fmt: skip
@@ -354,6 +362,14 @@ class _ManifestSequence:
             return None
         position = self.runs[index].position(name)
         return None if position is None else (index, position)
+
+    def position(self, name: str) -> int | None:
+        at = self.locate(name) if self.runs else None
+        if at is None:
+            return None
+        if len(self.starts) != len(self.runs):  # on first use: where each run begins among all tensors
+            self.starts = list(accumulate((len(run.entries) for run in self.runs), initial=0))[:-1]
+        return self.starts[at[0]] + at[1]
 
     def run(self, names: list[str]) -> list[Entry] | None:
         at = self.locate(names[0]) if names and self.runs else None

@@ -1,16 +1,20 @@
 """Does a checkpoint hold exactly what its spec's manifest says? Missing, unexpected, wrong shape, wrong dtype.
 
 `scan_coverage` compares every shard in parallel worker processes (dayone.checkpoint.header_scan), which send back
-counts and only the names that are off; `check_coverage` compares headers a Checkpoint has already read.
+counts and only the names that are off; `check_coverage` compares headers a Checkpoint has already read. Both
+are exact: a shard holding another shard's tensor, or anything the index assigns elsewhere, is an InputError naming it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dayone.checkpoint.header_scan import ShardComparison, compare_entries, scan_shards
+from dayone.checkpoint.index_text import IndexText, tiles
 from dayone.checkpoint.patterns import group_names
-from dayone.checkpoint.reader import Checkpoint
+from dayone.checkpoint.reader import INDEX_NAME, Checkpoint, _read_index
+from dayone.core.errors import InputError
 from dayone.spec.manifest import EntryTable, Manifest
 
 Expected = EntryTable
@@ -60,6 +64,8 @@ def check_coverage(manifest: Manifest, checkpoint: Checkpoint) -> Coverage:
         shards = [compare_entries("pickle", entries, {}, expected)]
     else:
         shards = [compare_entries(f, h.entries, h.bytes_by_dtype, expected) for f, h in checkpoint.shards.items()]
+        if checkpoint.index_path is not None:
+            explain_misplaced(checkpoint, index_map(checkpoint.index_path))
     return assemble(shards, expected, checkpoint)
 
 
@@ -73,7 +79,8 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         coverage = check_coverage(manifest, checkpoint)
         return coverage, []
     expected = EntryTable(manifest)
-    results = scan_shards([(checkpoint.root / f, f) for f in checkpoint.files], expected)
+    jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
+    results = scan_shards(jobs, expected, index_path=checkpoint.index_path)
     for result in results:
         if isinstance(result, Exception):
             raise result
@@ -84,9 +91,69 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         (checkpoint.index_counts is not None and counts != checkpoint.index_counts)
         or seen > len(expected)
         or len(set(unexpected)) != len(unexpected)
+        or not held_once_where_listed(results, expected, checkpoint.index_path is not None)
     ):
         checkpoint.shards  # noqa: B018 - reading them sequentially raises the precise error
+        if checkpoint.index_path is not None:
+            explain_misplaced(checkpoint, index_map(checkpoint.index_path))
     return assemble(results, expected, checkpoint), results
+
+
+def held_once_where_listed(results: list[ShardComparison], expected: Expected, indexed: bool) -> bool:
+    """Proof from what the workers sent that no tensor is in two shards (or listed by the index under another file):
+    the shards are runs of the manifest that tile it, and (`indexed`) their fragments tile the index's weight_map
+    (dayone.checkpoint.index_text). False means only "not proven here": the parent then compares names in full.
+
+    Per-file counts and the number of expected names seen cannot tell a shard holding a second copy of another
+    shard's tensor in place of a missing one, or two shards that swapped tensors, from a correct checkpoint."""
+    if indexed:
+        checks = [r.index for r in results]
+        if any(check is None for check in checks):
+            return False
+        if not all(check.placement is not None for check in checks):
+            # Every shard's names listed under its file, no name listed twice, per-file counts equal (checked by
+            # the caller): each shard holds exactly the names listed for it, and no name is in two shards.
+            return all(check.agrees and check.keys_distinct for check in checks)
+        if not tiles([check.placement for check in checks]):
+            return False
+    if len(results) == 1 and not results[0].unexpected:
+        return True  # one header: its names are distinct JSON keys, and the index (if any) is proven above
+    runs = sorted((r.first_at, r.tensors) for r in results if r.first_at is not None)
+    if len(runs) != len(results):
+        return False
+    at = 0
+    for first_at, count in runs:
+        if first_at != at:
+            return False
+        at += count
+    return at == len(expected)
+
+
+def index_map(index_path: Path) -> dict[str, str]:
+    """The index's weight_map, name -> file, as JSON reads it (a name given twice: the last wins): by one regex
+    match over its text where index_text can (a third of json.loads), else parsed in full by the reader."""
+    index = IndexText(index_path)
+    try:
+        listed = index.parse()
+    finally:
+        index.close()
+    return listed if listed is not None else _read_index(index_path)
+
+
+def explain_misplaced(checkpoint: Checkpoint, listed: dict[str, str]) -> None:
+    """Raise the InputError naming the first tensor where the headers and the index (`listed`) differ; return when
+    they agree exactly. Duplicates across shards and per-file count mismatches are named by checkpoint.shards."""
+    where = checkpoint.source
+    held = {name: file for file, header in checkpoint.shards.items() for name in header.entries}
+    for name, file in listed.items():
+        hit = held.get(name)
+        if hit is None:
+            raise InputError(f"{where}/{file}: header lacks tensor {name!r} that {INDEX_NAME} lists there")
+        if hit != file:
+            raise InputError(f"{where}/{hit}: tensor {name!r} is not where {INDEX_NAME} says ({file})")
+    for name, file in held.items():
+        if name not in listed:
+            raise InputError(f"{where}/{file}: tensor {name!r} is not listed in {INDEX_NAME}")
 
 
 def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Checkpoint) -> Coverage:

@@ -18,6 +18,10 @@ order looks each name up (EntryTable.lookup), expanding the expert groups it mee
 (anything unexpected, malformed or unusual) goes through the entry-by-entry check (`read_header`, which parses with
 dayone.core.untrusted_json, and `compare_entries`), which names what is wrong; so the fast paths need to be sound only
 when they say yes. benchmarks/cli.py --breakdown measures each against json.loads.
+
+Each proven shard also says where it begins in the manifest (`first_at`) and where the index lists its names
+(dayone.checkpoint.index_text): what dayone.checkpoint.coverage needs to prove that no tensor is held twice or
+elsewhere than the index says.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from operator import itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dayone.checkpoint.index_text import IndexCheck, IndexText
 from dayone.checkpoint.safetensors_header import check_metadata, read_header, read_header_bytes
 from dayone.core.errors import InputError
 
@@ -51,6 +56,10 @@ class ShardComparison:
     unexpected: list[str] = field(default_factory=list)
     wrong_shape: dict[tuple, list[str]] = field(default_factory=dict)
     wrong_dtype: dict[tuple, list[str]] = field(default_factory=dict)
+    # What proves, across shards, that every tensor is held once and where the index says (coverage.py checks that
+    # these tile); None where this shard could not give it, and then the parent compares names in full.
+    first_at: int | None = None  # the manifest position of the first name, when the shard is the run from there
+    index: IndexCheck | None = None  # where or whether the index lists exactly this shard's names (index_text)
 
 
 def compare_entries(file: str, entries: dict, bytes_by_dtype: dict[str, int], expected: EntryTable) -> ShardComparison:
@@ -85,14 +94,26 @@ class ParsedShard:
     found: list[tuple]
     bytes_by_dtype: dict[str, int]
 
-    def compare(self, expected: EntryTable) -> ShardComparison | None:
+    def compare(self, expected: EntryTable, index: IndexText | None = None) -> ShardComparison | None:
         """A ShardComparison when every entry is what the manifest expects, else None (run the full check).
 
         A shard in manifest order is compared as one run (no name hashed); any other order name by name."""
         in_order = expected.run(self.names)
-        if (in_order is None or self.found != in_order) and self.found != expected.lookup(self.names):
+        if in_order is not None and self.found == in_order:
+            first_at = expected.position(self.names[0])
+        elif self.found == expected.lookup(self.names):
+            first_at = None
+        else:
             return None
-        return ShardComparison(self.file, len(self.names), self.bytes_by_dtype, seen=len(self.names))
+        in_index = index.check(self.names, self.file) if index is not None else None
+        return ShardComparison(
+            self.file,
+            len(self.names),
+            self.bytes_by_dtype,
+            seen=len(self.names),
+            first_at=first_at,
+            index=in_index,
+        )
 
 
 def _refuse(token: str):
@@ -166,7 +187,9 @@ _JSON_SPACE = " \t\n\r"
 _NBYTES_OF = itemgetter(2)
 
 
-def prove_written_in_order(raw: bytes, data_size: int, path: Path, file: str, expected: EntryTable):
+def prove_written_in_order(
+    raw: bytes, data_size: int, path: Path, file: str, expected: EntryTable, index: IndexText | None = None
+):
     """A ShardComparison when the header is, byte for byte, the compact JSON a safetensors writer (or dayone's) gives
     the manifest's tensors from its first name on, in manifest order, tiling the data region; None otherwise.
 
@@ -218,7 +241,9 @@ def prove_written_in_order(raw: bytes, data_size: int, path: Path, file: str, ex
     for key, count in Counter(ids).items():
         _, dtype, nbytes = distinct[key]
         by_dtype[dtype] = by_dtype.get(dtype, 0) + count * nbytes
-    return ShardComparison(file, len(names), by_dtype, seen=len(names))
+    in_index = index.check(names, file, plain=True) if index is not None else None  # plain_names, above
+    first_at = expected.position(names[0])
+    return ShardComparison(file, len(names), by_dtype, seen=len(names), first_at=first_at, index=in_index)
 
 
 _METADATA_DECODER = json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse)
@@ -230,17 +255,20 @@ def _middle(entry: tuple) -> str:
     return f'":{{"dtype":"{entry[1]}","shape":[{shape}],"data_offsets":['
 
 
-def scan_one(path: Path, file: str, expected: EntryTable) -> ShardComparison | InputError:
-    """The ShardComparison of one shard, or the InputError that names what is wrong with it."""
+def scan_one(
+    path: Path, file: str, expected: EntryTable, index: IndexText | None = None
+) -> ShardComparison | InputError:
+    """The ShardComparison of one shard, or the InputError that names what is wrong with it; `index` (a sharded
+    checkpoint's) places the names of a shard the fast paths prove."""
     try:
         raw, data_start, file_size = read_header_bytes(path)
     except InputError as err:
         return err
-    result = prove_written_in_order(raw, file_size - data_start, path, file, expected)
+    result = prove_written_in_order(raw, file_size - data_start, path, file, expected, index)
     if result is not None:
         return result
     parsed = parse_shard(path, file)
-    result = parsed.compare(expected) if parsed is not None else None
+    result = parsed.compare(expected, index) if parsed is not None else None
     if result is not None:
         return result
     try:
@@ -250,23 +278,26 @@ def scan_one(path: Path, file: str, expected: EntryTable) -> ShardComparison | I
     return compare_entries(file, header.entries, header.bytes_by_dtype, expected)
 
 
-def scan_shards(jobs: list[tuple[Path, str]], expected: EntryTable, workers: int | None = None) -> list:
+def scan_shards(
+    jobs: list[tuple[Path, str]], expected: EntryTable, workers: int | None = None, index_path: Path | None = None
+) -> list:
     """scan_one for every (path, file name), in order, in `workers` forked processes (default: one per core).
 
     Each worker takes a contiguous run of shards, not every n-th: a layer's experts straddle neighbouring shards,
     and each worker expands the expert groups it meets. The table is inherited through fork, not sent; a worker
-    sends back its comparisons through a pipe (small unless a shard is badly off).
+    sends back its comparisons through a pipe (small unless a shard is badly off). Each process maps the index at
+    `index_path` (a sharded checkpoint's) itself, to place its shards' names in it.
     """
     count = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     if count == 1:
-        return [scan_one(path, file, expected) for path, file in jobs]
+        return _scan_part(jobs, expected, index_path)
     context = multiprocessing.get_context("fork")
     parts = [jobs[len(jobs) * i // count : len(jobs) * (i + 1) // count] for i in range(count)]
     running = []
     try:
         for part in parts:
             parent_end, child_end = context.Pipe(duplex=False)
-            worker = context.Process(target=_work, args=(part, expected, child_end), daemon=True)
+            worker = context.Process(target=_work, args=(part, expected, index_path, child_end), daemon=True)
             worker.start()
             child_end.close()
             running.append((worker, parent_end))
@@ -275,7 +306,7 @@ def scan_shards(jobs: list[tuple[Path, str]], expected: EntryTable, workers: int
             try:
                 done = conn.recv()
             except EOFError:  # the worker died (killed, out of memory): its shards are read here instead
-                done = [scan_one(path, file, expected) for path, file in part]
+                done = _scan_part(part, expected, index_path)
             if isinstance(done, BaseException):
                 raise done
             results.extend(done)
@@ -290,10 +321,19 @@ def scan_shards(jobs: list[tuple[Path, str]], expected: EntryTable, workers: int
                 worker.join()
 
 
-def _work(jobs: list[tuple[Path, str]], expected: EntryTable, conn) -> None:
+def _scan_part(jobs: list[tuple[Path, str]], expected: EntryTable, index_path: Path | None) -> list:
+    index = IndexText(index_path) if index_path is not None else None
+    try:
+        return [scan_one(path, file, expected, index) for path, file in jobs]
+    finally:
+        if index is not None:
+            index.close()
+
+
+def _work(jobs: list[tuple[Path, str]], expected: EntryTable, index_path: Path | None, conn) -> None:
     gc.disable()  # ~250k header objects, none in reference cycles: collections would only rescan them
     try:
-        conn.send([scan_one(path, file, expected) for path, file in jobs])
+        conn.send(_scan_part(jobs, expected, index_path))
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which re-raises it
         try:
             conn.send(err)
