@@ -143,12 +143,13 @@ def _tp_rule(forced: str | None, splits: dict[int | None, str]) -> tuple[str, tu
 
 def _derived(spec: ModelSpec, layout: str, params: set[str]) -> tuple[Derived, ...]:
     """Inference engines keep tensors computed from weights; they must be rebuilt after every load and update.
-    Megatron computes everything from its parameters each step, so its layout has none."""
+    Megatron computes everything from its parameters each step, so its layout has none. A part the layout never
+    uses (an mla section with no mla layer) has no tensors, so nothing is derived from it."""
     if layout not in ENGINE_LAYOUTS:
         return ()
     out: list[Derived] = []
     p = spec.checkpoint.prefix
-    if spec.mla is not None:
+    if spec.mla is not None and "mla" in spec.attention_kinds:
         m = spec.mla
         kv_b = f"{p}layers.{{i}}.self_attn.kv_b_proj.weight"
         dims = (m.num_heads, m.qk_nope_head_dim, m.v_head_dim)
@@ -160,7 +161,7 @@ def _derived(spec: ModelSpec, layout: str, params: set[str]) -> tuple[Derived, .
             out.append(Derived(f"{p}layers.{{i}}.{point}_combined", "res_combined", names, "all"))
         names = (f"{p}output_attn_res_norm.weight", f"{p}output_attn_res_proj.weight")
         out.append(Derived(f"{p}output_res_combined", "res_combined", names))
-    if spec.moe is not None and spec.moe.router.correction_bias:
+    if spec.moe is not None and "moe" in spec.ffn_kinds and spec.moe.router.correction_bias:
         bias = f"{p}layers.{{i}}.{spec.checkpoint.moe_block}.gate.e_score_correction_bias"
         out.append(Derived(bias + "_fp32", "fp32", (bias,), "moe"))
     missing = [name for d in out for name in d.inputs if name not in params]

@@ -162,7 +162,7 @@ def required_derived(spec: ModelSpec, layout: str) -> list[tuple[str, str]]:
     if layout not in ENGINE_LAYOUTS:
         return []
     p, out = spec.checkpoint.prefix, []
-    if spec.mla is not None:
+    if spec.mla is not None and "mla" in spec.attention_kinds:  # a section no layer uses has no tensors
         kv_b = f"{p}layers.{{i}}.self_attn.kv_b_proj.weight"
         out += [("mla_w_kc", kv_b), ("mla_w_vc", kv_b)]
     if spec.residual.kind == "attention":
@@ -171,7 +171,7 @@ def required_derived(spec: ModelSpec, layout: str) -> list[tuple[str, str]]:
             ("res_combined", f"{p}layers.{{i}}.mlp_res_norm.weight"),
             ("res_combined", f"{p}output_attn_res_norm.weight"),
         ]
-    if spec.moe is not None and spec.moe.router.correction_bias:
+    if spec.moe is not None and "moe" in spec.ffn_kinds and spec.moe.router.correction_bias:
         out.append(("fp32", f"{p}layers.{{i}}.{spec.checkpoint.moe_block}.gate.e_score_correction_bias"))
     return out
 

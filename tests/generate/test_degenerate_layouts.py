@@ -1,0 +1,58 @@
+"""Layouts at the edges of what the schema allows: KDA only, MLA only, every FFN dense, MoE without shared experts,
+no dense prefix; each once with the unused part dropped from the spec and once with it left in (a layout edit
+alone). Every one generates all four targets and passes `generate --check`'s checks (byte-compile, ruff, framework
+API, weight table and model tree, protocols, determinism), or is refused before anything is written with one line
+naming the field.
+
+The megatron-core runs of `--check` (a subprocess building the model per spec, some 20 s of CPU each) are not run
+here: the peer path points nowhere, so they report "not run"; test_generate_command runs them on the shipped specs.
+Spec names stay short: the generated docstrings hold the name in lines with room for about 19 characters."""
+
+from __future__ import annotations
+
+import pytest
+from dayone.adapters.targets import TARGETS, common, generator
+from dayone.checks.static import check_target
+from dayone.core.errors import InputError
+from model_fixtures import tiny_k3_spec, with_updates
+
+# name -> the fields changed from the 5-layer tiny K3 ([kda kda kda mla] + [mla], [dense] + 4 x [moe]).
+LAYOUTS = {
+    "kda-only": {"layout": {"attention": "5 x [kda]"}, "mla": None},
+    "mla-only": {"layout": {"attention": "5 x [mla]"}, "kda": None},
+    "all-dense": {"layout": {"ffn": "5 x [dense]"}, "moe": None, "quantization": None},
+    "moe-no-shared": {"moe": {"num_shared_experts": 0, "shared_intermediate_size": 0}},
+    "no-dense-prefix": {"layout": {"ffn": "5 x [moe]"}, "dense_intermediate_size": None},
+    "kda-only-kept": {"layout": {"attention": "5 x [kda]"}},
+    "mla-only-kept": {"layout": {"attention": "5 x [mla]"}},
+    "all-dense-kept": {"layout": {"ffn": "5 x [dense]"}},
+}
+
+# Variants refused up front: name -> what the one line names (none at present: every layout above generates).
+REFUSED: dict[str, str] = {}
+
+
+def _spec(name: str):
+    return with_updates(tiny_k3_spec(5), {"name": name, **LAYOUTS[name]})
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_layout_generates_and_checks_or_is_refused(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("DAYONE_MEGATRON_PEER", str(tmp_path / "no-megatron-peer"))
+    spec = _spec(name)
+    if name in REFUSED:
+        for target in TARGETS:
+            with pytest.raises(InputError) as refused:
+                generator(target)(spec)
+            line = str(refused.value)
+            assert "\n" not in line and REFUSED[name] in line, line
+        return
+    for target in TARGETS:
+        files = generator(target)(spec)
+        root = tmp_path / target
+        common.write_tree(root, files)
+        result = check_target(spec, target, root, files, lambda t=target: generator(t)(spec))
+        problems = {kind: found for kind, found in result.problems.items() if found}
+        assert result.ok, f"{target}: {problems}"
+        if result.megatron is not None:
+            assert {r["status"] for r in result.megatron.values()} == {"not run"}
