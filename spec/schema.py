@@ -476,6 +476,8 @@ class ModelSpec(Strict):
             raise ValueError("the layout has dense layers but dense_intermediate_size is not set")
         if self.quantization is not None and self.moe is None:
             raise ValueError("quantization of routed experts needs a moe section")
+        if self.quantization is not None and "moe" not in ffn:  # config.json would carry no experts to quantize
+            raise ValueError("quantization: the layout has no moe layer, so no routed experts to quantize")
         return self
 
     @cached_property

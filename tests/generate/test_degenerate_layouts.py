@@ -11,9 +11,12 @@ Spec names stay short: the generated docstrings hold the name in lines with room
 from __future__ import annotations
 
 import pytest
+import yaml
+from cli_runner import assert_bad_input, integrate
 from dayone.adapters.targets import TARGETS, common, generator
 from dayone.checks.static import check_target
 from dayone.core.errors import InputError
+from dayone.spec.registry import spec_to_dict
 from model_fixtures import tiny_k3_spec, with_updates
 
 # name -> the fields changed from the 5-layer tiny K3 ([kda kda kda mla] + [mla], [dense] + 4 x [moe]).
@@ -25,7 +28,7 @@ LAYOUTS = {
     "no-dense-prefix": {"layout": {"ffn": "5 x [moe]"}, "dense_intermediate_size": None},
     "kda-only-kept": {"layout": {"attention": "5 x [kda]"}},
     "mla-only-kept": {"layout": {"attention": "5 x [mla]"}},
-    "all-dense-kept": {"layout": {"ffn": "5 x [dense]"}},
+    "all-dense-kept": {"layout": {"ffn": "5 x [dense]"}, "quantization": None},
 }
 
 # Variants refused up front: name -> what the one line names (none at present: every layout above generates).
@@ -56,3 +59,18 @@ def test_layout_generates_and_checks_or_is_refused(name, tmp_path, monkeypatch):
         assert result.ok, f"{target}: {problems}"
         if result.megatron is not None:
             assert {r["status"] for r in result.megatron.values()} == {"not run"}
+
+
+def test_quantized_experts_without_a_moe_layer_are_refused_at_load(tmp_path):
+    """All-dense with the moe and quantization sections left in: config.json would hold no routed expert, so synth
+    and the Megatron round trip could not rebuild the spec; refused when the spec is read, in one line."""
+    spec = with_updates(
+        tiny_k3_spec(5), {"name": "all-dense-q", "layout": {"ffn": "5 x [dense]"}, "quantization": None}
+    )
+    data = spec_to_dict(spec)
+    data["quantization"] = spec_to_dict(tiny_k3_spec(5))["quantization"]
+    path = tmp_path / "all-dense-q.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = integrate("generate", path, "--target", "all", "-o", tmp_path / "out")
+    assert_bad_input(result, "quantization: the layout has no moe layer")
+    assert not (tmp_path / "out").exists()
