@@ -1,8 +1,15 @@
 """Ahead-of-time compilation of kernel specialisations to cubins, with no GPU present.
 
 `compile_specializations` turns each `Specialization` into `<kernel>-<hash>.cubin` per GPU arch and returns a
-resource table (registers, shared memory, spill bytes, compile seconds). Budgets are checked here so a kernel that
-cannot launch on a target (too much shared memory) or would crawl (spills) fails the build, not the first request.
+resource table (registers, shared memory, stack frame, spill stores and loads, compile seconds). Budgets are checked
+here so a kernel that cannot launch on a target (too much shared memory) or would crawl (spills) fails the build, not
+the first request.
+
+Register spills are what ptxas -v reports ("N bytes stack frame, X bytes spill stores, Y bytes spill loads"): Triton
+runs ptxas with -v and discards the log unless asked to print it, so the log is captured from Triton's own ptxas run
+or, when Triton's cache answered and ptxas did not run, from ptxas run again on the kernel's PTX with Triton's flags.
+Either way the registers and stack frame must equal what cuobjdump reads from the shipped cubin. (cuobjdump's LOCAL
+field is not spills: it stays 0 while ptxas spills to the per-thread stack frame, its STACK field.)
 
 The cache is content-addressed: the key hashes the kernel source, signature, constexprs, options, arch and Triton
 version, so an unchanged specialisation is a file lookup. Must run with TRITON_INTERPRET unset: the interpreter
@@ -11,14 +18,16 @@ replaces @triton.jit functions at decoration time and there is nothing left to c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from dayone.kernels.specialization import Specialization
@@ -35,20 +44,83 @@ class AotError(RuntimeError):
 
 @dataclass(frozen=True)
 class Resources:
-    """One row of the resource table."""
+    """One row of the resource table. stack_bytes is the per-thread stack frame (local memory); spill_store_bytes and
+    spill_load_bytes are ptxas's spill figures (bytes moved by its spill instructions, per thread, in the code)."""
 
     kernel: str
     config: str
     arch: str
     registers: int
     shared_bytes: int
-    spill_bytes: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
     compile_seconds: float
     cubin: str
     cached: bool
+    known_spill_bytes: int = 0  # the instance's Specialization.known_spill_bytes: its budget is at least this
+
+    @property
+    def spill_bytes(self) -> int:
+        """What the spill budget reads: spill stores plus spill loads, 0 when ptxas kept everything in registers."""
+        return self.spill_store_bytes + self.spill_load_bytes
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "spill_bytes": self.spill_bytes}
+
+    @classmethod
+    def from_dict(cls, row: dict, cached: bool) -> Resources:
+        """A row as as_dict wrote it; TypeError when a field is missing (written before the field existed)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in row.items() if k in names}, "cached": cached})
+
+
+@dataclass(frozen=True)
+class PtxasReport:
+    """What ptxas -v says of one entry function."""
+
+    registers: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+
+PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
+
+
+def parse_ptxas_report(log: str) -> PtxasReport:
+    """The figures of the single entry function in a ptxas -v log (each Triton kernel is one); AotError otherwise."""
+    frames, registers = PTXAS_FRAME.findall(log), PTXAS_REGISTERS.findall(log)
+    if len(frames) != 1 or len(registers) != 1:
+        raise AotError(f"ptxas -v: expected one function's figures, found {len(frames)} frames and "
+                       f"{len(registers)} register counts in:\n{log}")  # fmt: skip
+    stack, stores, loads = map(int, frames[0])
+    return PtxasReport(int(registers[0]), stack, stores, loads)
+
+
+def _ptxas(capability: int) -> tuple[str, str]:
+    """(path of the ptxas Triton compiles with for this capability, the --gpu-name it passes: sm_90a, sm_100a)."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    return get_ptxas(capability).path, sm_arch_from_capability(capability)
+
+
+def ptxas_report(ptx: str, arch: str) -> PtxasReport:
+    """Run Triton's ptxas with -v on a kernel's PTX for arch, with the flags that decide register allocation as
+    Triton passes them (make_cubin in triton/backends/nvidia/compiler.py), and parse what it says."""
+    ptxas, gpu_name = _ptxas(int(arch.removeprefix("sm_")))
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "kernel.ptx"
+        source.write_text(ptx)
+        run = subprocess.run(
+            [ptxas, "-lineinfo", "-v", "--regAllocOptLevel=2", f"--gpu-name={gpu_name}", str(source),
+             "-o", str(source.with_suffix(".o"))],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    if run.returncode != 0:
+        raise AotError(f"ptxas -v failed ({run.returncode}) for {arch}:\n{run.stderr[-2000:]}")
+    return parse_ptxas_report(run.stderr + run.stdout)
 
 
 def _cuobjdump() -> Path:
@@ -97,30 +169,38 @@ def writes_memory(cubin: Path) -> bool:
 
 
 def resource_usage(cubin: Path) -> tuple[int, int]:
-    """(registers, local/spill bytes) of the single kernel in a cubin, read with Triton's bundled cuobjdump."""
+    """(registers, stack frame bytes) of the single kernel in a cubin, read with Triton's bundled cuobjdump."""
     text = subprocess.run(
         [str(_cuobjdump()), "--dump-resource-usage", str(cubin)], capture_output=True, text=True, check=True
     ).stdout
     regs = re.search(r"REG:(\d+)", text)
-    local = re.search(r"LOCAL:(\d+)", text)
-    if regs is None or local is None:
+    stack = re.search(r"STACK:(\d+)", text)
+    if regs is None or stack is None:
         raise AotError(f"{cubin.name}: cuobjdump printed no resource usage:\n{text}")
-    return int(regs.group(1)), int(local.group(1))
+    return int(regs.group(1)), int(stack.group(1))
 
 
-def _compile_one(spec: Specialization, arch: str) -> tuple[bytes, int]:
+def _compile_one(spec: Specialization, arch: str) -> tuple[bytes, int, PtxasReport]:
+    """(cubin, shared memory bytes, ptxas's figures) of one instance on arch."""
     import triton
+    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     capability = int(arch.removeprefix("sm_"))
     src = ASTSource(spec.fn, spec.signature, dict(spec.constexprs))
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+    printed = io.StringIO()
     try:
-        compiled = triton.compile(src, target=GPUTarget("cuda", capability, WARP_SIZE), options=options)
+        # Triton prints its ptxas -v log when asked to; a hit in Triton's own cache runs no ptxas and prints nothing
+        with knobs.nvidia.scope(), contextlib.redirect_stdout(printed):
+            knobs.nvidia.dump_ptxas_log = True
+            compiled = triton.compile(src, target=GPUTarget("cuda", capability, WARP_SIZE), options=options)
     except Exception as exc:  # Triton raises many types; the row must say which instance failed
         raise AotError(f"{spec.kernel} [{spec.config()}] on {arch}: compilation failed: {exc}") from exc
-    return compiled.asm["cubin"], int(compiled.metadata.shared)
+    log = printed.getvalue()
+    report = parse_ptxas_report(log) if PTXAS_FRAME.search(log) else ptxas_report(compiled.asm["ptx"], arch)
+    return compiled.asm["cubin"], int(compiled.metadata.shared), report
 
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
@@ -152,25 +232,49 @@ def compile_specializations(
                 raise AotError(f"{spec.kernel}: unknown arch {arch!r}; known: {sorted(SHARED_LIMIT)}")
             stem = f"{spec.kernel}-{cache_key(spec, arch)}"
             cubin, meta = cache / f"{stem}.cubin", cache / f"{stem}.json"
-            if cubin.exists() and meta.exists():
-                row = Resources(**{**json.loads(meta.read_text()), "cached": True})
-            else:
-                start = time.perf_counter()
-                binary, shared = _compile_one(spec, arch)
-                seconds = time.perf_counter() - start
-                _write_atomic(cubin, binary)
-                registers, spills = resource_usage(cubin)
-                if not writes_memory(cubin):
-                    cubin.unlink()
-                    raise AotError(
-                        f"{spec.kernel} [{spec.config()}] on {arch}: the compiler reduced the kernel to a trap (it "
-                        "stores nothing): this config cannot run on this arch"
-                    )
-                row = Resources(spec.kernel, spec.config(), arch, registers, shared, spills, seconds, cubin.name, False)
+            row = _cached_row(cubin, meta)
+            if row is None:
+                row = _build_row(spec, arch, cubin)
                 _write_atomic(meta, json.dumps(row.as_dict(), indent=1))
+            row = replace(row, known_spill_bytes=spec.known_spill_bytes)  # the package's figure now, not the cache's
             _check_budget(row, max_spill_bytes)
             table.append(row)
     return table
+
+
+def _cached_row(cubin: Path, meta: Path) -> Resources | None:
+    """The row recorded beside a cached cubin; None when there is none or it predates a field (compile again)."""
+    if not (cubin.exists() and meta.exists()):
+        return None
+    try:
+        return Resources.from_dict(json.loads(meta.read_text()), cached=True)
+    except (ValueError, TypeError):
+        return None
+
+
+def _build_row(spec: Specialization, arch: str, cubin: Path) -> Resources:
+    where = f"{spec.kernel} [{spec.config()}] on {arch}"
+    start = time.perf_counter()
+    binary, shared, ptxas = _compile_one(spec, arch)
+    seconds = time.perf_counter() - start
+    _write_atomic(cubin, binary)
+    registers, stack = resource_usage(cubin)
+    if (registers, stack) != (ptxas.registers, ptxas.stack_bytes):
+        cubin.unlink()
+        raise AotError(
+            f"{where}: ptxas -v reported {ptxas.registers} registers and a {ptxas.stack_bytes} B stack frame, the "
+            f"cubin has {registers} and {stack} B: the spill figures would not be the cubin's"
+        )
+    if not writes_memory(cubin):
+        cubin.unlink()
+        raise AotError(
+            f"{where}: the compiler reduced the kernel to a trap (it stores nothing): this config cannot run on this "
+            "arch"
+        )
+    return Resources(
+        spec.kernel, spec.config(), arch, registers, shared, stack, ptxas.spill_store_bytes, ptxas.spill_load_bytes,
+        seconds, cubin.name, False,
+    )  # fmt: skip
 
 
 def save_plan(cache_dir: str | Path, key: str, table: list[Resources]) -> None:
@@ -187,7 +291,7 @@ def load_plan(
     cache = Path(cache_dir)
     try:
         rows = json.loads((cache / f"plan-{key}.json").read_text())
-        table = [Resources(**{**row, "cached": True}) for row in rows]
+        table = [Resources.from_dict(row, cached=True) for row in rows]
     except (OSError, ValueError, TypeError):
         return None  # absent, or not written by save_plan: the full compile rewrites it
     for row in table:
@@ -199,19 +303,28 @@ def load_plan(
 
 
 def _check_budget(row: Resources, max_spill_bytes: int) -> None:
+    """Shared memory within the arch's limit; spills within max_spill_bytes or, when the kernel package states a larger
+    measured figure for the instance (Specialization.known_spill_bytes), within that."""
     where = f"{row.kernel} [{row.config}] on {row.arch}"
     if row.shared_bytes > SHARED_LIMIT[row.arch]:
         raise AotError(f"{where}: shared memory {row.shared_bytes} B exceeds the {SHARED_LIMIT[row.arch]} B limit")
-    if row.spill_bytes > max_spill_bytes:
-        raise AotError(f"{where}: {row.spill_bytes} B of register spills exceed the budget of {max_spill_bytes} B")
+    budget = max(max_spill_bytes, row.known_spill_bytes)
+    if row.spill_bytes > budget:
+        whose = "the kernel's known figure" if budget > max_spill_bytes else "the budget"
+        raise AotError(
+            f"{where}: register spills of {row.spill_store_bytes} B stored and {row.spill_load_bytes} B loaded "
+            f"(ptxas -v; stack frame {row.stack_bytes} B) exceed {whose} of {budget} B"
+        )
 
 
 def format_table(table: list[Resources]) -> str:
     """The resource table as aligned text, one row per (kernel instance, arch)."""
-    lines = [f"{'kernel':<28} {'arch':<7} {'regs':>5} {'smem':>8} {'spill':>6} {'secs':>6}  config"]
+    head = f"{'kernel':<28} {'arch':<7} {'regs':>5} {'smem':>8} {'stack':>6} {'spill st':>8} {'spill ld':>8}"
+    lines = [f"{head} {'secs':>6}  config"]
     for r in table:
         secs = "cache" if r.cached else f"{r.compile_seconds:.1f}"
         lines.append(
-            f"{r.kernel:<28} {r.arch:<7} {r.registers:>5} {r.shared_bytes:>8} {r.spill_bytes:>6} {secs:>6}  {r.config}"
+            f"{r.kernel:<28} {r.arch:<7} {r.registers:>5} {r.shared_bytes:>8} {r.stack_bytes:>6} "
+            f"{r.spill_store_bytes:>8} {r.spill_load_bytes:>8} {secs:>6}  {r.config}"
         )
     return "\n".join(lines)

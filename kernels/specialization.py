@@ -57,6 +57,9 @@ class Specialization:
     constexprs: dict[str, Any] = field(default_factory=dict)
     num_warps: int = 4
     num_stages: int = 2
+    # Register spills (ptxas -v: spill stores + spill loads, bytes per thread) this instance is known to have on its
+    # target archs, a measured figure explained where it is set; the AOT spill budget is at least this. 0: none.
+    known_spill_bytes: int = 0
 
     def config(self) -> str:
         """A short, stable description of this instance for tables and cache keys."""

@@ -22,6 +22,34 @@ from dayone.kernels.kda.recurrent import kda_decode_kernel
 from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
 from dayone.kernels.specialization import KernelDims, Specialization
 
+# Register spills of the chunk and decode kernels (ptxas -v: spill stores + spill loads, bytes per thread), by kernel
+# and K tile: the largest over sm_90 and sm_100, both gates, and K = V = the tile (at 128 and 256 also 96 and 192,
+# which share those tiles), measured with `integrate compile` (Triton 3.9; K3 and Kimi Linear are K = 128). The chunk
+# kernels hold [64, tile] fp32 tiles of a whole head live at 255 registers, more than a thread has. These figures are
+# the instances' spill budget (Specialization.known_spill_bytes), so a change that spills more fails the compile;
+# removing the spills needs the tiles split, and a GPU to tell whether that pays (issue 17). Tile 16 spills nothing.
+KNOWN_SPILLS = {
+    ("chunk_output", 32): 80,  # K = 32, sm_90: 48 stored + 32 loaded, stack frame 32 B
+    ("chunk_output.h0", 32): 72,  # K = 32, sm_90: 36 stored + 36 loaded, stack frame 40 B
+    ("chunk_output", 64): 872,  # K = 64, sm_100: 360 stored + 512 loaded, stack frame 336 B
+    ("chunk_output.h0", 64): 1556,  # K = 64, sm_90: 728 stored + 828 loaded, stack frame 728 B
+    ("chunk_prepare.plain", 64): 396,  # K = 64, sm_90: 180 stored + 216 loaded, stack frame 184 B
+    ("chunk_prepare.safe", 64): 432,  # K = 64, sm_90: 192 stored + 240 loaded, stack frame 192 B
+    ("chunk_output", 128): 2884,  # K = 96, sm_100: 1424 stored + 1460 loaded, stack frame 1376 B
+    ("chunk_output.h0", 128): 4368,  # K = 96, sm_90: 2124 stored + 2244 loaded, stack frame 1992 B
+    ("chunk_prepare.plain", 128): 7232,  # K = 96, sm_90: 3332 stored + 3900 loaded, stack frame 1664 B
+    ("chunk_prepare.safe", 128): 6528,  # K = 96, sm_90: 3012 stored + 3516 loaded, stack frame 1664 B
+    ("chunk_output", 256): 8488,  # K = 256, sm_100: 3840 stored + 4648 loaded, stack frame 2432 B
+    ("chunk_output.h0", 256): 12340,  # K = 192, sm_90: 5760 stored + 6580 loaded, stack frame 4104 B
+    ("chunk_prepare.plain", 256): 32416,  # K = 256, sm_100: 14420 stored + 17996 loaded, stack frame 4872 B
+    ("chunk_prepare.safe", 256): 29852,  # K = 192, sm_100: 12760 stored + 17092 loaded, stack frame 4056 B
+    # the decode kernels keep a [256, 32] fp32 state block per program at tile 256 (none spills at 128 or below)
+    ("decode.plain", 256): 304,  # K = 256, sm_100: 152 stored + 152 loaded, stack frame 152 B
+    ("decode.plain.verify", 256): 512,  # K = 256, sm_90: 256 + 256, stack frame 256 B
+    ("decode.safe", 256): 288,  # K = 256, sm_90 and sm_100: 144 + 144, stack frame 144 B
+    ("decode.safe.verify", 256): 504,  # K = 256, sm_90: 252 + 252, stack frame 256 B
+}
+
 
 def specializations(dims: KernelDims) -> list[Specialization]:
     """The KDA kernel instances a model needs: its gate form, bf16 activations, chunk 64, at its head dim.
@@ -60,6 +88,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                 prepare,
                 dict(K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=gate, **flags),
                 num_warps=8,
+                known_spill_bytes=KNOWN_SPILLS.get((f"chunk_prepare.{name}", tile_width(K)), 0),
             )
         )
         for verify in (False, True):
@@ -70,6 +99,9 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                     decode,
                     dict(K=K, V=V, BK=tile_width(K), BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
                     num_warps=4,
+                    known_spill_bytes=KNOWN_SPILLS.get(
+                        (f"decode.{name}" + (".verify" if verify else ""), tile_width(K)), 0
+                    ),
                 )
             )
     for has_initial in (False, True):
@@ -82,6 +114,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
                 | {"HAS_INITIAL": has_initial, "STORE_FINAL": True},
                 num_warps=4,
                 num_stages=1,
+                known_spill_bytes=KNOWN_SPILLS.get(("chunk_output" + (".h0" if has_initial else ""), tile_width(K)), 0),
             )
         )
     return specs
