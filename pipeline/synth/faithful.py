@@ -51,11 +51,13 @@ SHAPE_CLASS_TILE = 128  # the largest power-of-two tile a shrunk width keeps as 
 
 def faithful_spec(spec: ModelSpec) -> ModelSpec:
     """The shape-faithful stand-in of `spec`, named `<name>-faithful` (see the module's docstring)."""
-    from dayone.synth.scale import scaled_vision, token_ids_at_end
+    from dayone.synth.scale import scaled_vision, stand_in_name, token_ids_at_end
 
     data = spec_to_dict(spec)
     layers = faithful_layer_count(spec)
-    data.update(name=f"{spec.name}-faithful", num_layers=layers, hidden_size=shrink_in_class(spec.hidden_size))
+    data.update(
+        name=stand_in_name(spec.name, "faithful"), num_layers=layers, hidden_size=shrink_in_class(spec.hidden_size)
+    )
     data.update(vocab_size=FAITHFUL_VOCAB, token_ids=token_ids_at_end(spec, FAITHFUL_VOCAB))
     data["layout"] = {
         "attention": to_expression(spec.attention_kinds[:layers]),

@@ -59,6 +59,12 @@ SCALES: dict[str, Scale] = {
 SCALE_NAMES = (*SCALES, "faithful")
 
 
+def stand_in_name(name: str, suffix: str) -> str:
+    """`<name>-<suffix>` within the 64 characters a spec name may have: the name is cut, not the suffix, so a stand-in
+    of the longest allowed name is still a valid spec (and still says what it stands in for)."""
+    return f"{name[: 63 - len(suffix)].rstrip('.-')}-{suffix}"
+
+
 def scaled_spec(spec: ModelSpec, scale: str | Scale, layers: int | None = None) -> ModelSpec:
     """A copy of `spec` at `scale` ("tiny", "small", "faithful" or a Scale), optionally cut to its first `layers`
     layers ("faithful" chooses its own layers: dayone.synth.faithful)."""
@@ -71,9 +77,9 @@ def scaled_spec(spec: ModelSpec, scale: str | Scale, layers: int | None = None) 
     if isinstance(scale, str):
         if scale not in SCALES:
             raise InputError(f"--scale {scale!r}: choose from {', '.join(SCALE_NAMES)}")
-        name, s = f"{spec.name}-{scale}", SCALES[scale]
+        name, s = stand_in_name(spec.name, scale), SCALES[scale]
     else:
-        name, s = f"{spec.name}-scaled", scale
+        name, s = stand_in_name(spec.name, "scaled"), scale
     data = spec_to_dict(spec)
     data.update(name=name, hidden_size=s.hidden, vocab_size=s.vocab)
     data["token_ids"] = token_ids_at_end(spec, s.vocab)
