@@ -15,11 +15,14 @@ import torch
 from dayone.adapters.model import Capture
 from dayone.adapters.model.attn_residual import Stream
 from dayone.core.errors import InputError
+from dayone.spec.schema import ModelSpec
 from dayone.validate.golden import Golden, read_golden
 from dayone.validate.source import ShardReader, Source
 from dayone.validate.streamed import StreamedModel
 
 TRANSFORMERS_TYPES = ("kimi_linear",)
+# KimiLinearRMSNorm's default eps, which its MLA q_a/kv_a layernorms are built with (not config.rms_norm_eps)
+HF_RMSNORM_EPS = 1e-6
 
 
 class NaiveReference:
@@ -119,16 +122,79 @@ def transformers_available() -> bool:
     return importlib.util.find_spec("transformers") is not None
 
 
+def transformers_gap(spec: ModelSpec) -> str | None:
+    """What of the spec transformers' kimi_linear does not implement, in a phrase ("has no softmax router"), or None
+    when it implements all of it. Read from transformers' modeling_kimi_linear: plain pre-norm residuals; SiLU
+    (config.hidden_act) in the MLPs and the short convs; KDA with the plain softplus decay, f_a_proj and g_a_proj
+    both head_dim wide, the low-rank output gate and A_log stored [1, 1, heads, 1]; MLA with no rotary embedding,
+    no output gate and q_a/kv_a norms at RMSNorm's default eps; a sigmoid router over groups whose top-2 sum ranks
+    them (so at least two experts a group), full-width experts (no latent MoE) and shared experts num_shared x the
+    expert width."""
+    if spec.residual.kind != "plain":
+        return f"has no {spec.residual.kind} residuals"
+    if spec.activation.kind != "silu":
+        return f"has no {spec.activation.kind} activation"
+    kda, mla, moe = spec.kda, spec.mla, spec.moe
+    kinds = set(spec.attention_kinds)
+    if kda is not None and "kda" in kinds:
+        if kda.gate.kind != "plain":
+            return f"has no {kda.gate.kind} KDA gate"
+        if kda.gate.rank != kda.head_dim:
+            return f"has no KDA gate rank {kda.gate.rank}, only head_dim {kda.head_dim}"
+        if kda.output_gate.kind != "low_rank":
+            return f"has no {kda.output_gate.kind} KDA output gate"
+        if kda.output_gate.rank != kda.head_dim:
+            return f"has no KDA output gate rank {kda.output_gate.rank}, only head_dim {kda.head_dim}"
+        if tuple(kda.a_log_shape) != (1, 1, kda.num_heads, 1):
+            return f"has no A_log stored as {list(kda.a_log_shape)} (it reads [1, 1, {kda.num_heads}, 1])"
+        if kda.norm_eps != spec.norm_eps:
+            return f"has no KDA o_norm eps {kda.norm_eps} apart from rms_norm_eps {spec.norm_eps}"
+    if mla is not None and "mla" in kinds:
+        if not mla.nope:
+            return "has no MLA with RoPE"
+        if mla.output_gate:
+            return "has no MLA output gate"
+        if mla.norm_eps != HF_RMSNORM_EPS:
+            return f"has no MLA norm eps {mla.norm_eps} (its q_a/kv_a norms use {HF_RMSNORM_EPS})"
+    if spec.quantization is not None and "moe" in spec.ffn_kinds:
+        return f"has no {spec.quantization.format} experts"
+    if moe is not None and "moe" in spec.ffn_kinds:
+        router = moe.router
+        if router.activation != "sigmoid":
+            return f"has no {router.activation} router"
+        if moe.num_experts % router.num_groups or moe.num_experts // router.num_groups < 2:
+            return f"has no {router.num_groups} expert groups of {moe.num_experts} experts (it ranks groups by their top 2)"
+        if moe.latent_size is not None:
+            return "has no latent MoE"
+        if moe.shared_intermediate_size != moe.num_shared_experts * moe.expert_intermediate_size:
+            return (
+                f"has no shared experts {moe.shared_intermediate_size} wide (it builds num_shared_experts x "
+                f"expert width = {moe.num_shared_experts * moe.expert_intermediate_size})"
+            )
+    return None
+
+
 def resolve_reference(kind: str, source: Source) -> str:
-    """auto -> transformers when it is installed and the checkpoint's model type is one it implements, else naive."""
+    """auto -> transformers when it is installed and implements the checkpoint's model type and everything its spec
+    asks for, else naive; when a gap in transformers decides, the reason is one line on the console and in
+    source.reference_note. An explicit --reference transformers that transformers cannot honour is bad input."""
     model_type = source.checkpoint.config.get("model_type")
+    implemented = model_type in TRANSFORMERS_TYPES
+    gap = transformers_gap(source.spec) if implemented else None
     if kind == "auto":
-        return "transformers" if transformers_available() and model_type in TRANSFORMERS_TYPES else "naive"
+        if gap is not None:
+            _note(source, f"transformers' {model_type} {gap}: judged against the naive reference")
+            return "naive"
+        return "transformers" if transformers_available() and implemented else "naive"
     if kind == "transformers":
-        if model_type not in TRANSFORMERS_TYPES:
+        if not implemented:
             raise InputError(
                 f"--reference transformers: {source.where} is model_type {model_type!r}; transformers implements "
                 f"{', '.join(TRANSFORMERS_TYPES)} (use --reference naive)"
+            )
+        if gap is not None:
+            raise InputError(
+                f"--reference transformers: {source.where}: transformers' {model_type} {gap} (use --reference naive)"
             )
         if not transformers_available():
             raise InputError("--reference transformers: transformers is not installed (pip install 'dayone[oracle]')")
@@ -136,6 +202,14 @@ def resolve_reference(kind: str, source: Source) -> str:
     if kind == "naive" or kind.startswith("golden:"):
         return kind
     raise InputError(f"--reference {kind!r}: choose auto, naive, transformers or golden:FILE")
+
+
+def _note(source: Source, line: str) -> None:
+    source.reference_note = line
+    if os.environ.get("RANK", "0") == "0":  # one line per run, not one per torchrun rank
+        from dayone.present import console
+
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def load_golden(kind: str, vocab_size: int) -> Golden:

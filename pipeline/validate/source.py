@@ -45,6 +45,8 @@ class Source:
     checkpoint: Checkpoint
     spec: ModelSpec
     manifest: Manifest
+    # why validation did not take the reference it would by model type (set by resolve_reference), or None
+    reference_note: str | None = None
 
     @property
     def where(self) -> str:

@@ -1,0 +1,90 @@
+"""Which reference validate takes for a kimi_linear checkpoint: transformers only where its kimi_linear implements
+the whole spec; a feature it lacks (a softmax router, MLA with RoPE, a KDA gate rank other than the head dim) sends
+`--reference auto` to the naive reference with one line saying why, and makes `--reference transformers` bad input.
+
+The checkpoints are tiny synthetic Kimi Linear variants (4 layers: KDA, MLA, a dense and MoE layers), written once
+per session; the spec is derived from their config.json, as `integrate validate` does."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from cli_runner import assert_bad_input, integrate
+from dayone.core.errors import InputError
+from dayone.spec.registry import load_spec
+from dayone.synth import scaled_spec, write_synthetic
+from dayone.validate.references import resolve_reference
+from dayone.validate.source import open_source
+from validate_fixtures import ONE_THREAD
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+
+from model_fixtures import with_updates
+
+BASE = scaled_spec(load_spec("kimi-linear-48b-a3b"), "tiny", 4)  # [kda kda kda mla], [dense] + 3 x [moe]
+
+# variant -> (spec updates, the phrase the one line must carry)
+UNSUPPORTED = {
+    "softmax-router": ({"moe": {"router": {"activation": "softmax"}}}, "has no softmax router"),
+    "mla-rope": ({"mla": {"nope": False, "rope": {"theta": 10000.0}}}, "has no MLA with RoPE"),
+    "kda-gate-rank": (
+        {"kda": {"gate": {"rank": BASE.kda.head_dim // 2}}},
+        f"has no KDA gate rank {BASE.kda.head_dim // 2}, only head_dim {BASE.kda.head_dim}",
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def variants(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reference-choice")
+    paths = {}
+    for name, updates in [("supported", {}), *((n, u) for n, (u, _) in UNSUPPORTED.items())]:
+        paths[name] = root / name
+        write_synthetic(with_updates(BASE, updates), paths[name], seed=0)
+    return paths
+
+
+def test_supported_spec_is_judged_by_transformers(variants):
+    source = open_source(str(variants["supported"]))
+    assert source.checkpoint.config["model_type"] == "kimi_linear"
+    assert resolve_reference("auto", source) == "transformers"
+    assert source.reference_note is None
+    assert resolve_reference("transformers", source) == "transformers"
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED)
+def test_unsupported_feature_switches_to_naive(variants, name, capsys):
+    source = open_source(str(variants[name]))
+    assert source.checkpoint.config["model_type"] == "kimi_linear"
+    assert resolve_reference("auto", source) == "naive"
+    expected = f"transformers' kimi_linear {UNSUPPORTED[name][1]}: judged against the naive reference"
+    assert source.reference_note == expected
+    assert capsys.readouterr().out.strip() == expected  # one line, not wrapped
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED)
+def test_explicit_transformers_on_unsupported_spec_is_refused(variants, name):
+    with pytest.raises(InputError, match="use --reference naive") as err:
+        resolve_reference("transformers", open_source(str(variants[name])))
+    assert UNSUPPORTED[name][1] in str(err.value)
+
+
+def test_cli_says_why_and_refuses(variants, tmp_path):
+    """Through `integrate validate`: auto on a softmax router runs against naive and says so in one line; asking
+    for transformers on it is one line on stderr and exit code 2, with no report written."""
+    root, phrase = variants["softmax-router"], UNSUPPORTED["softmax-router"][1]
+    report = tmp_path / "report.json"
+    refused = integrate(
+        "validate", root, "--tokens", "1,2,3,4", "--json", report, "--reference", "transformers", env=ONE_THREAD
+    )
+    assert_bad_input(refused, phrase, "use --reference naive")
+    assert not report.exists()
+
+    result = integrate("validate", root, "--tokens", "1,2,3,4", "--json", report, env=ONE_THREAD)
+    assert result.code == 0, result.err
+    line = f"transformers' kimi_linear {phrase}: judged against the naive reference"
+    assert line in result.out.splitlines()
+    assert json.loads(report.read_text())["details"]["reference"] == "naive"
