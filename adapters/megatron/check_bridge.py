@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     spec_name, out = args.spec, args.out
     import torch.distributed as dist
-    from dayone.adapters.megatron.verify import _free_port, covering_layers
+    from dayone.adapters.megatron.verify import _free_port, tiny_stand_in
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
@@ -70,7 +70,6 @@ def main() -> None:
     from dayone.adapters.targets import common, megatron_bridge
     from dayone.adapters.weightmap import build_weight_map, walk
     from dayone.spec.registry import load_spec
-    from dayone.synth import scaled_spec
     from megatron.core import parallel_state as ps
     from megatron.core.process_groups_config import ProcessGroupCollection
 
@@ -78,7 +77,7 @@ def main() -> None:
     install_cpu_standins()
     bypass_package_inits()
     full = load_spec(spec_name)
-    spec = scaled_spec(full, "tiny", args.layers or covering_layers(full))
+    spec = tiny_stand_in(full, args.layers)
     common.write_tree(out / "bridge", megatron_bridge.files(spec))
     sys.path.insert(0, str(out / "bridge"))
     package = common.package_name(spec, "megatron-bridge")

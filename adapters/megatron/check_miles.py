@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     spec_name, out, plant = args.spec, args.out, args.plant_argument
     import torch.distributed as dist
-    from dayone.adapters.megatron.verify import _free_port, covering_layers
+    from dayone.adapters.megatron.verify import _free_port, tiny_stand_in
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
@@ -65,7 +65,6 @@ def main() -> None:
     from dayone.adapters.megatron.verify import synthetic_checkpoint
     from dayone.adapters.targets import common, miles
     from dayone.spec.registry import load_spec
-    from dayone.synth import scaled_spec
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.transformer.transformer_config import MLATransformerConfig
@@ -73,7 +72,7 @@ def main() -> None:
     ps.initialize_model_parallel(1, 1)
     install_cpu_standins()
     full = load_spec(spec_name)
-    spec = scaled_spec(full, "tiny", args.layers or covering_layers(full))
+    spec = tiny_stand_in(full, args.layers)
     common.write_tree(out / "miles", miles.files(spec))
     sys.path.insert(0, str(out / "miles"))
     package = common.package_name(spec, "miles")

@@ -9,6 +9,7 @@ params (`layer_specs.py`), read from the spec. Importing this module does not im
 from __future__ import annotations
 
 import torch
+from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
 
@@ -83,11 +84,9 @@ def model_fields(spec: ModelSpec) -> dict:
         } | rope_fields(spec)
     if moe is not None:
         router = moe.router
-        if router.activation == "sigmoid" and not router.renormalize and moe.experts_per_token > 1:
-            # megatron-core renormalises the chosen sigmoid scores whenever top-k > 1
-            raise ValueError(
-                f"spec {spec.name}: moe.router.renormalize false with sigmoid scores has no megatron-core form"
-            )
+        refused = router_refusals(spec)
+        if refused:
+            raise NoMegatronForm(refused[0])
         kwargs |= {
             # softmax: top-k of the logits then softmax (renormalised), or softmax then top-k (pre_softmax)
             "moe_router_pre_softmax": router.activation == "softmax" and not router.renormalize,
@@ -112,6 +111,42 @@ def model_fields(spec: ModelSpec) -> dict:
             "moe_latent_size": None,
         }
     return kwargs
+
+
+class NoMegatronForm(InputError, ValueError):
+    """A spec field megatron-core cannot express: one line naming it (exit 2 from the CLI, before anything is
+    written; a ValueError too, for callers of `model_fields` that predate the InputError)."""
+
+
+def router_refusals(spec: ModelSpec) -> list[str]:
+    """The router fields megatron-core 0.16.1's top-k (moe_utils.topk_routing_with_score_function) cannot express,
+    one line each."""
+    moe = spec.moe
+    if moe is None:
+        return []
+    router, k, out = moe.router, moe.experts_per_token, []
+    if router.activation == "sigmoid" and not router.renormalize and k > 1:
+        # megatron-core renormalises the chosen sigmoid scores whenever top-k > 1
+        out.append(
+            f"spec {spec.name}: moe.router.renormalize false with sigmoid scores has no megatron-core form "
+            "(it renormalises the chosen scores whenever top-k > 1)"
+        )
+    if router.num_groups > 1:
+        # The spec ranks groups by the sum of their two best scores (DeepSeek-V3's noaux_tc); megatron-core's
+        # group_limited_topk sums the best topk // group_topk, and ranks softmax groups on the raw logits unless
+        # the softmax comes first (pre_softmax, i.e. renormalize false).
+        if k // router.topk_groups != 2:
+            out.append(
+                f"spec {spec.name}: moe.router.topk_groups {router.topk_groups} with experts_per_token {k} has no "
+                "megatron-core form (it ranks groups by their best experts_per_token / topk_groups scores, the "
+                "spec by their best 2: experts_per_token // topk_groups must be 2)"
+            )
+        elif router.activation == "softmax" and router.renormalize:
+            out.append(
+                f"spec {spec.name}: moe.router.num_groups {router.num_groups} with renormalised softmax scores has "
+                "no megatron-core form (it ranks the groups on the logits, the spec on the softmax scores)"
+            )
+    return out
 
 
 def rope_fields(spec: ModelSpec) -> dict:

@@ -39,6 +39,24 @@ def covering_layers(spec) -> int:
     return spec.num_layers
 
 
+def tiny_stand_in(full, layers: int | None = None):
+    """The tiny-scale copy of `full` the checks build, cut to `layers` (default: the shortest covering prefix).
+    Grouped routing keeps the spec's top-k and enough whole groups for it: the tiny scale's top-2 of 2 groups would
+    rank groups by their single best score where the spec ranks them by their best two, a routing megatron-core
+    cannot express (config.router_refusals), so the tiny model would check a different router than the target's."""
+    from dayone.spec.registry import spec_to_dict
+    from dayone.spec.schema import ModelSpec
+    from dayone.synth import scaled_spec
+    from dayone.synth.faithful import routing_minimum
+
+    spec = scaled_spec(full, "tiny", layers or covering_layers(full))
+    if full.moe is None or full.moe.router.num_groups <= 1:
+        return spec
+    data = spec_to_dict(spec)
+    data["moe"].update(experts_per_token=full.moe.experts_per_token, num_experts=routing_minimum(full))
+    return ModelSpec.model_validate(data)
+
+
 def bridge_import() -> str:
     """Whether megatron-bridge imports here; if not, the exact import that needs a package this machine lacks."""
     import traceback
@@ -102,12 +120,11 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     from dayone.adapters.model import SpecModel, WeightLoader
     from dayone.adapters.weightmap import build_weight_map, walk
     from dayone.spec.registry import load_spec
-    from dayone.synth import scaled_spec
     from megatron.core import parallel_state as ps
 
     ps.initialize_model_parallel(tp, 1, expert_model_parallel_size=ep, expert_tensor_parallel_size=1)
     full = load_spec(spec_name)
-    spec = scaled_spec(full, "tiny", layers or covering_layers(full))
+    spec = tiny_stand_in(full, layers)
     report: dict = {"spec": spec.name, "layers": spec.num_layers, "world_size": world, "tp": tp, "ep": ep,
                     "failures": []}  # fmt: skip
     fail = report["failures"].append
