@@ -133,6 +133,7 @@ def validate(checkpoint: str | Checkpoint, options: Options, spec: ModelSpec | N
                 meta={
                     "candidate": options.candidate,
                     "reference": reference.name,
+                    "reference_reason": source.reference_note,  # why not transformers, where it was not
                     "comparison": class_name,
                     "rows": rows,
                     "routing": "replayed" if options.routing == "replay" else "own",

@@ -87,4 +87,5 @@ def test_cli_says_why_and_refuses(variants, tmp_path):
     assert result.code == 0, result.err
     line = f"transformers' kimi_linear {phrase}: judged against the naive reference"
     assert line in result.out.splitlines()
-    assert json.loads(report.read_text())["details"]["reference"] == "naive"
+    details = json.loads(report.read_text())["details"]
+    assert details["reference"] == "naive" and details["reference_reason"] == line
