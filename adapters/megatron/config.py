@@ -157,7 +157,7 @@ def rope_fields(spec: ModelSpec) -> dict:
     if rope is None:
         return {"rope_type": "rope", "rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
     if not rope.interleave:
-        raise ValueError(
+        raise NoMegatronForm(
             f"spec {spec.name}: mla.rope.interleave false has no megatron-core form (its MLA turns adjacent pairs)"
         )
     fields = {"rotary_base": rope.theta, "rotary_percent": 1.0}

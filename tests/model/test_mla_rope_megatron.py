@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from dayone.adapters.megatron.config import configure, model_fields, rope_fields
+from dayone.adapters.megatron.config import NoMegatronForm, configure, model_fields, rope_fields
 from dayone.spec.registry import load_spec, spec_to_yaml
 from model_fixtures import with_updates
 
@@ -69,6 +69,7 @@ def test_miles_plugin_configure_sets_the_rope():
 
 
 def test_half_split_rope_is_refused_in_one_line():
-    with pytest.raises(ValueError, match=r"mla.rope.interleave false has no megatron-core form") as err:
+    # An InputError (one line and exit 2 from generate, like the router refusals), and still a ValueError
+    with pytest.raises(NoMegatronForm, match=r"mla.rope.interleave false has no megatron-core form") as err:
         model_fields(rope_k3({"theta": 10000.0, "interleave": False}))
     assert "\n" not in str(err.value)
