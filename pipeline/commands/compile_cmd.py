@@ -121,8 +121,13 @@ def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_
 def compiling_process() -> None:
     """Make this process one that compiles kernels: Triton's interpreter (TRITON_INTERPRET=1, which tests set to run
     kernels on a CPU) swaps @triton.jit for interpreted functions at import, leaving nothing to compile. Done once,
-    at the command's entry (`compile`, `run`), before anything imports a kernel; never inside a stage."""
-    os.environ.pop("TRITON_INTERPRET", None)
+    at the command's entry (`compile`, `run`), before anything imports a kernel; never inside a stage. The setting
+    comes back when the command's click context closes, so a caller that runs the command in its own process (a
+    test's CliRunner, a notebook) keeps its interpreter."""
+    interpret = os.environ.pop("TRITON_INTERPRET", None)
+    context = click.get_current_context(silent=True)
+    if interpret is not None and context is not None:
+        context.call_on_close(lambda: os.environ.__setitem__("TRITON_INTERPRET", interpret))
 
 
 def _autotune_arch(archs: tuple[str, ...]) -> str:

@@ -90,3 +90,4 @@ def test_the_commands_that_compile_drop_the_interpreter_at_their_entry(command, 
     result = CliRunner().invoke(main, [str(a) for a in args])
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert seen == [None]
+    assert os.environ.get("TRITON_INTERPRET") == "1"  # given back when the command ends (an in-process caller's)
