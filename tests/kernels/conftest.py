@@ -10,7 +10,6 @@ triton decorates a kernel, so it is settled here, before any test module imports
 """
 
 import os
-import sys
 
 import pytest
 
@@ -19,10 +18,6 @@ if DEVICE not in ("cpu", "cuda"):
     raise pytest.UsageError(f"DAYONE_TEST_DEVICE must be cpu or cuda, got {DEVICE!r}")
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"
-    # Triton reads the flag when it decorates a kernel: test modules collected before this folder (or the stages they
-    # import) may have imported kernel modules compiled-mode. Forget them, so this folder's imports interpret.
-    for name in [m for m in sys.modules if m == "dayone.kernels" or m.startswith("dayone.kernels.")]:
-        del sys.modules[name]
 else:
     os.environ.pop("TRITON_INTERPRET", None)
     import torch
