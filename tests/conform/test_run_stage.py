@@ -35,3 +35,29 @@ def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monk
     assert "seconds" not in json.loads((workdir / "conform-vllm.json").read_text())["runs"][0]
     sglang = json.loads((workdir / "report-conform-sglang.json").read_text())
     assert sglang["status"] == "not run" and "not installed" in sglang["details"]["levels"][0]["reason"]
+
+
+def test_conform_stage_summary_names_the_levels_not_run(tmp_path, monkeypatch):
+    """No level failed but forward did not run (no GPU) and ws2 stopped after built: the stage's summary in
+    report.json says partial and names the first level not run with its world size, never a plain pass."""
+    from types import SimpleNamespace
+
+    from dayone.spec.registry import load_spec
+
+    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
+        report = driver.not_run_report(target, world_sizes, "needs a GPU (test)")
+        for run in report["runs"]:
+            for level in ("discovered", "accepted", "built") + (("loaded",) if run["world_size"] == 1 else ()):
+                run["levels"][level] = {"status": "pass", "detail": "ok"}
+        return report
+
+    monkeypatch.setattr(driver, "conform_target", conform_target)
+    ctx = stages.RunContext(SimpleNamespace(root=tmp_path), load_spec("kimi-linear-48b-a3b"), tmp_path,
+                            datetime(2026, 1, 1, tzinfo=UTC), ("vllm",), ("sm_90",))  # fmt: skip
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = stages.conform_stage(ctx).run(workdir)
+    assert result.status == "pass"  # nothing failed; the dashboard cell shows "partial" from the levels
+    assert result.summary == "vllm: ws1 loaded, ws2 built (partial: loaded not run, world size 2: needs a GPU (test))"
+    written = json.loads((workdir / "report-conform-vllm.json").read_text())
+    assert [lv["status"] for lv in written["details"]["levels"]] == ["pass"] * 3 + ["not run"] * 2
