@@ -3,9 +3,10 @@ import sys
 from pathlib import Path
 
 # Triton decides when it decorates a kernel whether the kernel is interpreted, and test modules of any folder import
-# kernel modules while being collected (through adapters.rl, validate, ...): the CPU interpreter flag that
-# tests/kernels/conftest.py sets for the whole session must be set before any collection, not when that folder is
-# reached (kernels imported earlier stayed compiled-mode and every interpreter kernel test failed in a full run).
+# kernel modules while being collected (through adapters.rl, validate, ...): the interpreter flag of the session's
+# test device (DAYONE_TEST_DEVICE, tests/kernels/conftest.py) is settled here, before any collection, and only here,
+# not when that folder is reached (kernels imported earlier stayed compiled-mode and every interpreter kernel test
+# failed in a full run).
 # Every kernel module is imported here, interpreted: a command run in-process later (CliRunner) drops the flag while
 # it works, and a kernel module first imported then would stay compiled-mode for the rest of the session.
 if os.environ.get("DAYONE_TEST_DEVICE", "cpu") == "cpu":
@@ -17,6 +18,8 @@ if os.environ.get("DAYONE_TEST_DEVICE", "cpu") == "cpu":
 
     for module in pkgutil.walk_packages(dayone.kernels.__path__, "dayone.kernels."):
         importlib.import_module(module.name)
+else:
+    os.environ.pop("TRITON_INTERPRET", None)  # cuda: kernels compiled for the GPU
 
 # tests/ holds shared helpers (cli_runner) imported by test modules in subfolders.
 sys.path.insert(0, str(Path(__file__).parent))

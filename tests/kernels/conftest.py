@@ -6,7 +6,8 @@
 A test that launches a kernel takes the `device` fixture, parametrized with that one device, so its id says where it
 ran (`test_x[cpu-triton]`, `test_x[cuda-triton]`): inputs are made on the CPU from the same seeds either way, moved
 to the device for the kernel, and compared with references computed on the CPU. The interpreter flag is read when
-triton decorates a kernel, so it is settled here, before any test module imports one.
+triton decorates a kernel, and test modules of other folders import kernels while being collected, so tests/conftest.py
+sets or clears it for this device before any collection.
 """
 
 import os
@@ -16,10 +17,7 @@ import pytest
 DEVICE = os.environ.get("DAYONE_TEST_DEVICE", "cpu")
 if DEVICE not in ("cpu", "cuda"):
     raise pytest.UsageError(f"DAYONE_TEST_DEVICE must be cpu or cuda, got {DEVICE!r}")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"
-else:
-    os.environ.pop("TRITON_INTERPRET", None)
+if DEVICE == "cuda":
     import torch
 
     if not torch.cuda.is_available():
