@@ -27,6 +27,8 @@ def mla_decode_batched(
     valid = torch.arange(max_len, device=q.device)[None, :] < seq_lens[:, None].to(q.device)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # an empty request is all -inf: NaN -> 0
-    # rounded to the cache's dtype before they meet the values, as the kernel's second dot takes them (fp32 sums)
+    # rounded to the cache's dtype before they meet the values, fp32 sums: the precision of the kernel's second dot
+    # (which rounds exp(s - running max) before normalising, so not the same values); the fast tier's absorbed form
+    # that this op replaced rounded them so too (f253285)
     probs = probs.to(kv_cache.dtype).float()
     return torch.einsum("nht,ntc->nhc", probs, rows[..., :kv_lora_rank]).to(q.dtype)

@@ -122,6 +122,20 @@ def test_triton_bf16_many_heads(device):
     assert_close(got, want, "bf16_kernel", what="triton bf16")
 
 
+def test_batched_bf16_within_bf16_of_the_reference_and_the_kernel(device):
+    """The CPU path on a bf16 cache, where it rounds its probabilities to bf16 before they meet the values (a no-op on
+    the fp32 caches of test_batched_matches_reference): within bf16 of the fp32 reference and of the Triton kernel."""
+    q, cache, table, lens = paged_cache([20, 2, 0], page_size=8, num_heads=5, dtype=torch.bfloat16, seed=6)
+    scale = (8 + ROPE) ** -0.5
+    on_device = [t.to(device) for t in (q, cache, table, lens)]
+    got = mla_decode(*on_device, LATENT, scale, backend="torch")
+    assert got.dtype == torch.bfloat16 and torch.equal(got[2], torch.zeros_like(got[2]))
+    want = mla_decode_reference(q, cache, table, lens, LATENT, scale)
+    assert_close(got[:2], want[:2], "bf16_kernel", what="batched bf16 vs reference")
+    kernel = mla_decode(*on_device, LATENT, scale, backend="triton")
+    assert_close(got[:2], kernel[:2], "bf16_kernel", what="batched bf16 vs triton")
+
+
 def test_triton_widths_below_the_dot_minimum_and_not_powers_of_two(device):
     """A rope part of 8 (tl.dot needs 16) and a latent of 24: the kernel pads its tiles and masks the padding."""
     q, cache, table, lens = paged_cache([9, 1], page_size=4, latent=24, rope=8, seed=5)
