@@ -23,6 +23,12 @@ from dayone.validate.streamed import StreamedModel
 TRANSFORMERS_TYPES = ("kimi_linear",)
 # KimiLinearRMSNorm's default eps, which its MLA q_a/kv_a layernorms are built with (not config.rms_norm_eps)
 HF_RMSNORM_EPS = 1e-6
+# from_pretrained's loading info -> what it means for the reference
+LOADING_GAPS = {
+    "unexpected_keys": "does not read these checkpoint tensors",
+    "missing_keys": "found no checkpoint tensor for these weights",
+    "mismatched_keys": "reads these tensors at other shapes",
+}
 
 
 class NaiveReference:
@@ -232,9 +238,18 @@ def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zero-sized parts (no shared experts) warn on init; nothing is wrong
-            hf = KimiLinearForCausalLM.from_pretrained(str(root), dtype=torch.float32).eval()
+            hf, loading = KimiLinearForCausalLM.from_pretrained(
+                str(root), dtype=torch.float32, output_loading_info=True
+            )
     except (OSError, ValueError, RuntimeError) as err:
         raise InputError(f"{root}: transformers cannot load it: {str(err).splitlines()[0]}") from None
+    # transformers judges what transformers_gap missed: a checkpoint tensor its model does not read (it loads past
+    # one, e.g. an MLA output gate, with a note we silence) or a weight it left initialised at random
+    unread = {what: sorted(loading[key]) for key, what in LOADING_GAPS.items() if loading.get(key)}
+    if unread:
+        what, names = next(iter(unread.items()))
+        raise InputError(f"{root}: transformers' kimi_linear {what}: {', '.join(names[:3])} (use --reference naive)")
+    hf.eval()
     caps: dict[str, torch.Tensor] = {}
 
     def keep(name: str, index: int | None = None):

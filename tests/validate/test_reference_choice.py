@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from cli_runner import assert_bad_input, integrate
 from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
@@ -89,3 +90,16 @@ def test_cli_says_why_and_refuses(variants, tmp_path):
     assert line in result.out.splitlines()
     details = json.loads(report.read_text())["details"]
     assert details["reference"] == "naive" and details["reference_reason"] == line
+
+
+def test_transformers_refuses_a_checkpoint_it_does_not_read_whole(tmp_path):
+    """The net under transformers_gap: a checkpoint tensor transformers' model does not read (an MLA output gate,
+    which from_pretrained loads past with a note) is refused in one line, judged by transformers' own loading info,
+    never a reference that silently dropped it."""
+    from dayone.validate.references import run_transformers
+
+    root = tmp_path / "mla-output-gate"
+    write_synthetic(with_updates(BASE, {"mla": {"output_gate": True}}), root, seed=0)
+    with pytest.raises(InputError, match="does not read these checkpoint tensors") as err:
+        run_transformers(root, torch.tensor([[1, 2, 3, 4]]))
+    assert "self_attn.g_proj.weight" in str(err.value) and "\n" not in str(err.value)
