@@ -15,6 +15,19 @@ from dayone.synth.write import write_synthetic
 # The model tests' fixtures (spec variants through with_updates), as tests/generate and tests/validate use them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
+# DeepSeek-V3's YaRN rope (mscale != mscale_all_dim: the cos/sin amplitude too), 32768 x 32 positions cached: both
+# engines honour it (SGLang's CPU rotary embedding builds it).
+YARN_ROPE = {
+    "theta": 50000.0,
+    "scaling": {"kind": "yarn", "factor": 32.0, "original_max_position_embeddings": 32768, "mscale": 1.0,
+                "mscale_all_dim": 0.7},
+}  # fmt: skip
+# A YaRN rope whose engine position cache (16 x 2 positions) is shorter than the model's context: both engines refuse.
+SHORT_YARN_MLA = {
+    "mla": {"nope": False, "rope": {"theta": 1e4, "scaling": {"kind": "yarn", "factor": 2.0,
+                                                              "original_max_position_embeddings": 16}}},
+}  # fmt: skip
+
 # 4 layers keep every layer kind of both shipped specs (KDA, MLA, the dense prefix and MoE).
 LAYERS = 4
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conform_fixtures import YARN_ROPE
 from dayone.adapters.targets import common, sglang
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
 from dayone.checks.releases import RELEASES
@@ -164,12 +165,6 @@ PLANTED = {
     "renamed-parameter": ("kimi-linear-48b-a3b", 1, renamed_parameter),
     "stale-after-update": ("kimi-linear-48b-a3b", 1, stale_after_update),
 }
-# DeepSeek-V3's YaRN rope (mscale != mscale_all_dim), 32768 x 32 positions cached: SGLang's CPU rotary builds it.
-YARN_ROPE = {
-    "theta": 50000.0,
-    "scaling": {"kind": "yarn", "factor": 32.0, "original_max_position_embeddings": 32768, "mscale": 1.0,
-                "mscale_all_dim": 0.7},
-}  # fmt: skip
 # An unscaled rope: SGLang's CPU rotary (get_rope_cpu) refuses it, so SGLang builds it on a GPU only (not run here).
 PLAIN_ROPE = {"mla": {"nope": False, "rope": {"theta": 10000.0}}}
 # The honoured spec variants of test_sglang_variants.py together, through SGLang once (world size 1): softmax and

@@ -5,9 +5,10 @@ through SGLang itself once (levels a-d at world size 1, a job of the session's p
 from __future__ import annotations
 
 import pytest
+from conform_fixtures import SHORT_YARN_MLA, YARN_ROPE
 from dayone.adapters.targets import sglang
 from dayone.core.errors import InputError
-from test_sglang_probe import COMBINED_VARIANT, PLAIN_ROPE, YARN_ROPE, judge, sglang_batch, variant
+from test_sglang_probe import COMBINED_VARIANT, PLAIN_ROPE, judge, sglang_batch, variant
 
 
 @pytest.fixture(scope="session")
@@ -31,15 +32,7 @@ HONOURED = {
 }
 REFUSED = {
     "YaRN positions past its cache": (
-        {
-            "mla": {
-                "nope": False,
-                "rope": {
-                    "theta": 1e4,
-                    "scaling": {"kind": "yarn", "factor": 2.0, "original_max_position_embeddings": 16},
-                },
-            }
-        },
+        SHORT_YARN_MLA,
         "mla.rope.scaling: original_max_position_embeddings x factor = 32 (positions) is not supported by target sglang",
     ),
     "tied embeddings": ({"tie_word_embeddings": True}, "tie_word_embeddings: true is not supported by target sglang"),

@@ -5,7 +5,7 @@ itself (one probe run at world size 1)."""
 from __future__ import annotations
 
 import pytest
-from conform_fixtures import prepare, tiny
+from conform_fixtures import SHORT_YARN_MLA, YARN_ROPE, prepare, tiny
 from dayone.adapters.targets import vllm
 from dayone.conform.driver import conform_target
 from dayone.core.errors import InputError
@@ -40,36 +40,14 @@ HONOURED = {
     "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": layers(range(2))', None),
     # DeepSeek-V3's YaRN rope (mscale != mscale_all_dim: the cos/sin amplitude too), 32768 x 32 positions cached
     "RoPE MLA": (
-        {
-            "mla": {
-                "nope": False,
-                "rope": {
-                    "theta": 50000.0,
-                    "scaling": {
-                        "kind": "yarn",
-                        "factor": 32.0,
-                        "original_max_position_embeddings": 32768,
-                        "mscale": 1.0,
-                        "mscale_all_dim": 0.7,
-                    },
-                },
-            }
-        },
+        {"mla": {"nope": False, "rope": YARN_ROPE}},
         '"rope_type": "deepseek_yarn"',
         "NoPE: nothing is rotated",
     ),
 }
 REFUSED = {
     "YaRN positions past its cache": (
-        {
-            "mla": {
-                "nope": False,
-                "rope": {
-                    "theta": 1e4,
-                    "scaling": {"kind": "yarn", "factor": 2.0, "original_max_position_embeddings": 16},
-                },
-            }
-        },
+        SHORT_YARN_MLA,
         "mla.rope.scaling: original_max_position_embeddings x factor = 32 (positions) is not supported by target vllm",
     ),
     "gate bound below vLLM's range": (
