@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from dayone.adapters.model import SpecModel, WeightLoader
@@ -65,6 +67,39 @@ def test_missing_tensor_and_nan_mxfp4_scale(k3_5):
     bad[name][0, 0] = 255  # E8M0 NaN
     with pytest.raises(InputError, match=rf"^{name}: scale bytes give NaN or Inf weights$"):
         _load(spec, bad)
+
+
+def test_mxfp4_finite_check_at_every_scale_byte_and_code():
+    """The pair check decides most pairs from the scale bytes alone; at every byte and code it agrees with the value
+    the pair stands for, worked out here in Python floats (value * 2^(byte - 127), byte 255 NaN, fp32's largest)."""
+    from dayone.adapters.weightmap.quirks import mxfp4_finite
+    from dayone.kernels.mxfp4.reference import E2M1_VALUES, E8M0_NAN
+
+    fp32_max = torch.finfo(torch.float32).max
+    for byte in range(256):
+        scale = torch.full((1, 1), byte, dtype=torch.uint8)
+        for code in range(16):
+            packed = torch.full((1, 16), code | code << 4, dtype=torch.uint8)  # 32 columns, one scale group
+            finite = byte != E8M0_NAN and math.ldexp(E2M1_VALUES[code & 7], byte - 127) <= fp32_max
+            assert mxfp4_finite(packed, scale) == finite, (byte, code)
+
+
+@pytest.mark.parametrize(("code", "finite"), [(0x7, False), (0x1, True)])
+def test_mxfp4_scale_byte_253_is_judged_by_its_codes(k3_5, code, finite):
+    """Scale byte 253 (2^126): 6.0 overflows fp32, 0.5 does not. The loader refuses the first, loads the second."""
+    spec, tensors = k3_5
+    bad = dict(tensors)
+    name = _name(bad, "layers.2.block_sparse_moe.experts.5.w2.weight_scale")
+    packed_name = name.removesuffix("weight_scale") + "weight_packed"
+    bad[name], bad[packed_name] = bad[name].clone(), bad[packed_name].clone()
+    bad[name][0, 0] = 253
+    bad[packed_name][0, :16] = code | code << 4  # the group's 32 codes
+    if finite:
+        experts = _load(spec, bad).layers[2].ffn.experts
+        assert int(experts.down_scale[5, 0, 0]) == 253
+    else:
+        with pytest.raises(InputError, match=rf"^{name}: scale bytes give NaN or Inf weights$"):
+            _load(spec, bad)
 
 
 def test_a_log_padding_is_stripped_and_experts_dequantized(k3_5):
