@@ -182,8 +182,8 @@ def transformers_gap(spec: ModelSpec) -> str | None:
 
 def resolve_reference(kind: str, source: Source) -> str:
     """auto -> transformers when it is installed and implements the checkpoint's model type and everything its spec
-    asks for, else naive; when a gap in transformers decides, the reason is one line on the console and in
-    source.reference_note. An explicit --reference transformers that transformers cannot honour is bad input."""
+    asks for, else naive, with the reason in source.reference_note (and, when a gap in transformers decides, one
+    line on the console). An explicit --reference transformers that transformers cannot honour is bad input."""
     model_type = source.checkpoint.config.get("model_type")
     implemented = model_type in TRANSFORMERS_TYPES
     gap = transformers_gap(source.spec) if implemented else None
@@ -191,7 +191,12 @@ def resolve_reference(kind: str, source: Source) -> str:
         if gap is not None:
             _note(source, f"transformers' {model_type} {gap}: judged against the naive reference")
             return "naive"
-        return "transformers" if transformers_available() and implemented else "naive"
+        if implemented and transformers_available():
+            return "transformers"
+        # the report says why too; the console does not (the usual case for a model type transformers lacks)
+        why = "is not installed" if implemented else f"implements no model_type {model_type!r}"
+        source.reference_note = f"transformers {why}: judged against the naive reference"
+        return "naive"
     if kind == "transformers":
         if not implemented:
             raise InputError(

@@ -103,3 +103,22 @@ def test_transformers_refuses_a_checkpoint_it_does_not_read_whole(tmp_path):
     with pytest.raises(InputError, match="does not read these checkpoint tensors") as err:
         run_transformers(root, torch.tensor([[1, 2, 3, 4]]))
     assert "self_attn.g_proj.weight" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypatch):
+    """reference_reason is set wherever auto does not take transformers: a model type transformers lacks (K3), and
+    transformers not installed; not where it takes transformers (test_supported_spec_is_judged_by_transformers)."""
+    k3 = tmp_path / "k3"
+    write_synthetic(scaled_spec(load_spec("kimi-k3"), "tiny", 4), k3, seed=0)
+    source = open_source(str(k3))
+    assert resolve_reference("auto", source) == "naive"
+    assert (
+        source.reference_note == "transformers implements no model_type 'kimi_k3': judged against the naive reference"
+    )
+
+    from dayone.validate import references
+
+    monkeypatch.setattr(references, "transformers_available", lambda: False)
+    source = open_source(str(variants["supported"]))
+    assert resolve_reference("auto", source) == "naive"
+    assert source.reference_note == "transformers is not installed: judged against the naive reference"
