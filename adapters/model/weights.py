@@ -2,8 +2,9 @@
 
 The model is one more layout of the one weight map (`build_weight_map(spec, "canonical")`, the MXFP4 experts kept
 packed): its rows say which checkpoint tensor fills which buffer with which quirk transform
-(`dayone.adapters.weightmap.quirks`), and they are walked with the functions every engine loader and converter uses
-(`walk.rows`, `walk.read_source`, `walk.region`). What is left here is what a checkpoint from outside needs checked,
+(`dayone.adapters.weightmap.quirks`), and they are walked with `walk.read_source` and `walk.region`, as the
+conformance judge and Miles' converter walk theirs (`walk.to_target`; SGLang's and vLLM's TableLoader applies the same
+`walk.unpad` and MXFP4 dequantization per streamed tensor). What is left here is what a checkpoint needs checked,
 each failure an InputError naming the tensor: missing, wrong shape (expected and got), not uint8 / not float,
 NaN/Inf, non-zero A_log padding, MXFP4 scale bytes that give NaN or Inf weights.
 Derived tensors are recomputed after every load (`refresh_derived`), so they never go stale.
