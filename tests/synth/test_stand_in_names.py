@@ -25,3 +25,12 @@ def test_stand_in_of_the_longest_name_is_valid(scale):
 
 def test_short_names_keep_their_whole_name():
     assert scaled_spec(load_spec("kimi-k3"), "tiny").name == "kimi-k3-tiny"
+
+
+def test_the_commands_offer_every_scale():
+    """`synth --scale` and `run --scale` keep their own copy of the scale names (importing dayone.synth would load
+    torch for --help); the copies are the library's."""
+    from dayone.commands import run_cmd, synth_cmd
+    from dayone.synth import SCALE_NAMES
+
+    assert synth_cmd.SCALE_NAMES == SCALE_NAMES and run_cmd.SCALE_NAMES == SCALE_NAMES
