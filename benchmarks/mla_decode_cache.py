@@ -59,7 +59,7 @@ def random_layer(spec_name: str):
     return spec, layer
 
 
-def filled_state(layer, batch: int, context: int, steps: int):
+def filled_state(layer, batch: int, context: int):
     """A paged cache holding `context` random latents per request (written in prefill-sized chunks)."""
     state = layer.new_state(batch)
     gen = torch.Generator().manual_seed(1)
@@ -90,7 +90,7 @@ def measure(layer, spec, batch: int, context: int, steps: int) -> dict:
     out = {}
     with torch.inference_mode():
         # whole layer: a fresh cache at `context`, then decode steps (the cache grows by one token per step)
-        state = filled_state(layer, batch, context, steps)
+        state = filled_state(layer, batch, context)
         x = torch.randn(batch, spec.hidden_size, generator=gen).bfloat16()
 
         def layer_step():
