@@ -160,23 +160,27 @@ GLOBAL_WRITE = re.compile(
 )
 
 
-def writes_memory(cubin: Path) -> bool:
-    """Whether the cubin's code stores anything. A kernel the compiler found it cannot run is compiled to a trap: the
-    cubin builds and loads, then kills the first launch, and stores nothing. Seen with Triton 3.9 on sm_100: the KDA
-    prepare kernel at 256-wide tiles while two [64, 256] dot products were live at once."""
-    sass = subprocess.run([str(_cuobjdump()), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    return GLOBAL_WRITE.search(sass) is not None
+def dump_cubin(cubin: Path) -> str:
+    """The resource usage and the SASS of a cubin, from one run of Triton's bundled cuobjdump."""
+    return subprocess.run(
+        [str(_cuobjdump()), "--dump-resource-usage", "--dump-sass", str(cubin)], capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
 
 
-def resource_usage(cubin: Path) -> tuple[int, int]:
-    """(registers, stack frame bytes) of the single kernel in a cubin, read with Triton's bundled cuobjdump."""
-    text = subprocess.run(
-        [str(_cuobjdump()), "--dump-resource-usage", str(cubin)], capture_output=True, text=True, check=True
-    ).stdout
-    regs = re.search(r"REG:(\d+)", text)
-    stack = re.search(r"STACK:(\d+)", text)
+def writes_memory(dump: str) -> bool:
+    """Whether the cubin's code (dump_cubin's SASS) stores anything. A kernel the compiler found it cannot run is
+    compiled to a trap: the cubin builds and loads, then kills the first launch, and stores nothing. Seen with Triton
+    3.9 on sm_100: the KDA prepare kernel at 256-wide tiles while two [64, 256] dot products were live at once."""
+    return GLOBAL_WRITE.search(dump) is not None
+
+
+def resource_usage(dump: str, cubin: str) -> tuple[int, int]:
+    """(registers, stack frame bytes) of the single kernel in a cubin, from dump_cubin's resource usage."""
+    regs = re.search(r"REG:(\d+)", dump)
+    stack = re.search(r"STACK:(\d+)", dump)
     if regs is None or stack is None:
-        raise AotError(f"{cubin.name}: cuobjdump printed no resource usage:\n{text}")
+        raise AotError(f"{cubin}: cuobjdump printed no resource usage:\n{dump}")
     return int(regs.group(1)), int(stack.group(1))
 
 
@@ -258,14 +262,15 @@ def _build_row(spec: Specialization, arch: str, cubin: Path) -> Resources:
     binary, shared, ptxas = _compile_one(spec, arch)
     seconds = time.perf_counter() - start
     _write_atomic(cubin, binary)
-    registers, stack = resource_usage(cubin)
+    dump = dump_cubin(cubin)
+    registers, stack = resource_usage(dump, cubin.name)
     if (registers, stack) != (ptxas.registers, ptxas.stack_bytes):
         cubin.unlink()
         raise AotError(
             f"{where}: ptxas -v reported {ptxas.registers} registers and a {ptxas.stack_bytes} B stack frame, the "
             f"cubin has {registers} and {stack} B: the spill figures would not be the cubin's"
         )
-    if not writes_memory(cubin):
+    if not writes_memory(dump):
         cubin.unlink()
         raise AotError(
             f"{where}: the compiler reduced the kernel to a trap (it stores nothing): this config cannot run on this "
