@@ -11,20 +11,22 @@ H, K, V = 2, 16, 32
 TOLERANCE = {"torch": "fp32", "triton": "fp32_kernel"}
 
 
-def make_inputs(B, T, dtype=torch.float32, seed=0):
+def make_inputs(B, T, dtype=torch.float32, seed=0, heads=H, k_dim=K, v_dim=V):
+    """q, k, v, raw gate, beta logits [B, T, heads, *] in dtype and the gate's A_log [heads], dt_bias [heads * k_dim]
+    in fp32, from one seeded generator, on the CPU."""
     gen = torch.Generator().manual_seed(seed)
 
     def randn(*shape):
         return torch.randn(*shape, generator=gen).to(dtype)
 
     return {
-        "q": randn(B, T, H, K),
-        "k": randn(B, T, H, K),
-        "v": randn(B, T, H, V),
-        "g": randn(B, T, H, K),
-        "beta": randn(B, T, H),
-        "A_log": torch.randn(H, generator=gen) * 0.5,
-        "dt_bias": torch.randn(H * K, generator=gen),
+        "q": randn(B, T, heads, k_dim),
+        "k": randn(B, T, heads, k_dim),
+        "v": randn(B, T, heads, v_dim),
+        "g": randn(B, T, heads, k_dim),
+        "beta": randn(B, T, heads),
+        "A_log": torch.randn(heads, generator=gen) * 0.5,
+        "dt_bias": torch.randn(heads * k_dim, generator=gen),
     }
 
 

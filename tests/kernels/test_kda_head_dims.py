@@ -10,30 +10,15 @@ import torch
 from dayone.core.numerics import assert_close
 from dayone.kernels.kda import chunk_kda, kda_decode
 from dayone.kernels.kda.reference import kda_decode_reference, kda_reference
+from test_kda import make_inputs as kda_inputs
+from test_kda import to
 
 WIDTHS = [pytest.param(96, 96, id="K96-V96"), pytest.param(24, 40, id="K24-V40")]
 H = 1
 
 
 def make_inputs(B, T, K, V, seed, dtype=torch.float32):
-    gen = torch.Generator().manual_seed(seed)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen).to(dtype)
-
-    return {
-        "q": randn(B, T, H, K),
-        "k": randn(B, T, H, K),
-        "v": randn(B, T, H, V),
-        "g": randn(B, T, H, K),
-        "beta": randn(B, T, H),
-        "A_log": torch.randn(H, generator=gen) * 0.5,
-        "dt_bias": torch.randn(H * K, generator=gen),
-    }
-
-
-def to(device, x):
-    return {n: t.to(device) for n, t in x.items()}
+    return kda_inputs(B, T, dtype, seed, heads=H, k_dim=K, v_dim=V)
 
 
 @pytest.mark.parametrize(("K", "V"), WIDTHS)
