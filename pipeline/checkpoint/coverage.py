@@ -13,8 +13,7 @@ from pathlib import Path
 from dayone.checkpoint.header_scan import ShardComparison, compare_entries, scan_shards
 from dayone.checkpoint.index_text import IndexText, tiles
 from dayone.checkpoint.patterns import group_names
-from dayone.checkpoint.reader import INDEX_NAME, Checkpoint, _read_index
-from dayone.core.errors import InputError
+from dayone.checkpoint.reader import Checkpoint, _read_index, name_index_disagreement
 from dayone.spec.manifest import EntryTable, Manifest
 
 Expected = EntryTable
@@ -143,17 +142,7 @@ def index_map(index_path: Path) -> dict[str, str]:
 def explain_misplaced(checkpoint: Checkpoint, listed: dict[str, str]) -> None:
     """Raise the InputError naming the first tensor where the headers and the index (`listed`) differ; return when
     they agree exactly. Duplicates across shards and per-file count mismatches are named by checkpoint.shards."""
-    where = checkpoint.source
-    held = {name: file for file, header in checkpoint.shards.items() for name in header.entries}
-    for name, file in listed.items():
-        hit = held.get(name)
-        if hit is None:
-            raise InputError(f"{where}/{file}: header lacks tensor {name!r} that {INDEX_NAME} lists there")
-        if hit != file:
-            raise InputError(f"{where}/{hit}: tensor {name!r} is not where {INDEX_NAME} says ({file})")
-    for name, file in held.items():
-        if name not in listed:
-            raise InputError(f"{where}/{file}: tensor {name!r} is not listed in {INDEX_NAME}")
+    name_index_disagreement(listed, checkpoint.shards, checkpoint.source)
 
 
 def assemble(shards: list[ShardComparison], expected: Expected, checkpoint: Checkpoint) -> Coverage:

@@ -222,7 +222,13 @@ _INDEX_VALUE = re.compile(rb'"[^"]*+"\s*+:\s*+"([^"]*+)"')
 
 def _explain_index_mismatch(index_path: Path, shards: dict[str, ShardHeader], where: str) -> None:
     """The quick per-file counts disagree with the headers: parse the index fully and name the tensor that differs."""
-    weight_map = _read_index(index_path)
+    name_index_disagreement(_read_index(index_path), shards, where)
+    # The full parse found them consistent: the quick count was fooled by an unusual name; nothing is wrong.
+
+
+def name_index_disagreement(weight_map: dict[str, str], shards: dict[str, ShardHeader], where: str) -> None:
+    """Raise the InputError naming the first tensor where the headers and the index's weight_map differ; return
+    when they agree exactly."""
     tensors = {name: file for file, header in shards.items() for name in header.entries}
     for name, file in weight_map.items():
         hit = tensors.get(name)
@@ -233,7 +239,6 @@ def _explain_index_mismatch(index_path: Path, shards: dict[str, ShardHeader], wh
     for name, file in tensors.items():
         if name not in weight_map:
             raise InputError(f"{where}/{file}: tensor {name!r} is not listed in {INDEX_NAME}")
-    # The full parse found them consistent: the quick count was fooled by an unusual name; nothing is wrong.
 
 
 def read_config(path: Path) -> dict:
