@@ -130,6 +130,11 @@ def parse_shard(path: Path, file: str) -> ParsedShard | None:
         raw, data_start, file_size = read_header_bytes(path)
     except InputError:
         return None
+    return parse_header_bytes(raw, file_size - data_start, path, file)
+
+
+def parse_header_bytes(raw: bytes, data_size: int, path: Path, file: str) -> ParsedShard | None:
+    """parse_shard of a header already read (scan_one has it from the byte proof: the file is not read again)."""
     try:
         header = json.loads(raw, parse_float=_refuse, parse_constant=_refuse)
     except (ValueError, RecursionError):
@@ -143,7 +148,7 @@ def parse_shard(path: Path, file: str) -> ParsedShard | None:
     if not header:
         return None
     try:
-        return _bulk_checks(file, header, file_size - data_start)
+        return _bulk_checks(file, header, data_size)
     except (KeyError, TypeError, IndexError, ValueError):  # a value of the wrong type somewhere: not for us to name
         return None
 
@@ -264,10 +269,11 @@ def scan_one(
         raw, data_start, file_size = read_header_bytes(path)
     except InputError as err:
         return err
-    result = prove_written_in_order(raw, file_size - data_start, path, file, expected, index)
+    data_size = file_size - data_start
+    result = prove_written_in_order(raw, data_size, path, file, expected, index)
     if result is not None:
         return result
-    parsed = parse_shard(path, file)
+    parsed = parse_header_bytes(raw, data_size, path, file)
     result = parsed.compare(expected, index) if parsed is not None else None
     if result is not None:
         return result
