@@ -84,3 +84,11 @@ def test_planted_swap_loads_each_tensor_into_the_other(k3_5, monkeypatch):
     WeightLoader(spec, tensors.__getitem__).load(model)
     name = next(n for n in tensors if n.endswith("layers.0.self_attn.q_proj.weight"))
     assert torch.equal(model.layers[0].self_attn.k_proj, tensors[name].float())
+
+
+def test_planted_skip_of_a_model_weight_stops_the_build_naming_it(k3_5, monkeypatch):
+    """The other direction: a table that leaves one of the model's weights unfilled (dt_bias marked a passthrough
+    tensor, never loaded) is refused when the model is built, not left as uninitialised memory."""
+    monkeypatch.setitem(quirks.TRANSFORMS, "kda.dt_bias", "passthrough")
+    with pytest.raises(InputError, match=r"^layers\.0\.self_attn\.dt_bias: a weight of the model that the canonical"):
+        SpecModel(k3_5[0], "reference", device="meta")
