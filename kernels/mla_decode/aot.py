@@ -8,13 +8,14 @@ from functools import partial
 import torch
 from dayone.kernels.autotune import DECODE_BATCH, DECODE_CONTEXT, TORCH_DTYPES, Candidate, Inputs, LaunchArgs, variants
 from dayone.kernels.specialization import KernelDims, Specialization
+from dayone.spec.kernel_limits import tile_width
 
 
 def specializations(dims: KernelDims) -> list[Specialization]:
     """One instance per MLA geometry (latent and rope widths are constexprs; heads and page size are runtime)."""
     if dims.mla_num_heads == 0 or dims.kv_lora_rank == 0:
         return []
-    from dayone.kernels.mla_decode.kernel import dot_block, mla_decode_kernel
+    from dayone.kernels.mla_decode.kernel import mla_decode_kernel
 
     act = "*" + dims.dtype
     ints = ["H", "page_size", "stride_qn", "stride_qh", "stride_cache_page", "stride_cache_token"]
@@ -32,8 +33,8 @@ def specializations(dims: KernelDims) -> list[Specialization]:
             constexprs={
                 "KV_LORA": dims.kv_lora_rank,
                 "ROPE": dims.qk_rope_head_dim,
-                "BLOCK_LAT": dot_block(dims.kv_lora_rank),
-                "BLOCK_ROPE": dot_block(dims.qk_rope_head_dim),
+                "BLOCK_LAT": tile_width(dims.kv_lora_rank),
+                "BLOCK_ROPE": tile_width(dims.qk_rope_head_dim),
                 "BLOCK_H": 16,
                 "BLOCK_T": 32,
                 "DOT_FP32": False,
@@ -67,7 +68,6 @@ def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs
     tiny: 3 requests of 70, 1 and 0 tokens, 5 heads, latent 32 + rope 16, page size 16, fp32.
     """
     import triton
-    from dayone.kernels.mla_decode.kernel import dot_block
 
     if tiny:
         lens, heads, lat, rope, page, dtype = [70, 1, 0], 5, 32, 16, 16, torch.float32
@@ -92,8 +92,8 @@ def decode_args(dims: KernelDims, device: str, tiny: bool = False) -> LaunchArgs
     shapes = {
         "KV_LORA": lat,
         "ROPE": rope,
-        "BLOCK_LAT": dot_block(lat),
-        "BLOCK_ROPE": dot_block(rope),
+        "BLOCK_LAT": tile_width(lat),
+        "BLOCK_ROPE": tile_width(rope),
         "DOT_FP32": True,
     }
     return grid, args, shapes if tiny else {}

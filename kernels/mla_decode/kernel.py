@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from dayone.spec.kernel_limits import tile_width  # a power of two, at least tl.dot's 16; the spec limits use it too
 
 
 @triton.jit
@@ -89,11 +90,6 @@ def mla_decode_kernel(
     tl.store(out_rows + lat[None, :], out.to(out_ptr.dtype.element_ty), mask=head_mask[:, None] & lat_mask[None, :])
 
 
-def dot_block(width: int) -> int:
-    """The tile width for a dimension fed to tl.dot: a power of two, at least 16."""
-    return max(16, triton.next_power_of_2(width))
-
-
 def launch(
     q, kv_cache, page_table, seq_lens, out, scale: float, kv_lora_rank: int, dot_fp32: bool,
     block_h: int = 16, block_t: int = 32, num_warps: int = 8,
@@ -105,7 +101,7 @@ def launch(
         q, kv_cache, page_table, seq_lens, out, num_heads, kv_cache.shape[1],
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), page_table.stride(0),
         out.stride(0), out.stride(1), scale,
-        KV_LORA=kv_lora_rank, ROPE=width - kv_lora_rank, BLOCK_LAT=dot_block(kv_lora_rank),
-        BLOCK_ROPE=dot_block(width - kv_lora_rank), BLOCK_H=block_h, BLOCK_T=block_t, DOT_FP32=dot_fp32,
+        KV_LORA=kv_lora_rank, ROPE=width - kv_lora_rank, BLOCK_LAT=tile_width(kv_lora_rank),
+        BLOCK_ROPE=tile_width(width - kv_lora_rank), BLOCK_H=block_h, BLOCK_T=block_t, DOT_FP32=dot_fp32,
         num_warps=num_warps,
     )  # fmt: skip
