@@ -44,6 +44,7 @@ import re
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
+from dayone.synth.scale import scaled_vision, stand_in_name, token_ids_at_end  # it imports this module lazily
 
 FAITHFUL_VOCAB = 256
 SHAPE_CLASS_TILE = 128  # the largest power-of-two tile a shrunk width keeps as a divisor
@@ -51,8 +52,6 @@ SHAPE_CLASS_TILE = 128  # the largest power-of-two tile a shrunk width keeps as 
 
 def faithful_spec(spec: ModelSpec) -> ModelSpec:
     """The shape-faithful stand-in of `spec`, named `<name>-faithful` (see the module's docstring)."""
-    from dayone.synth.scale import scaled_vision, stand_in_name, token_ids_at_end
-
     data = spec_to_dict(spec)
     layers = faithful_layer_count(spec)
     data.update(
