@@ -15,14 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from dayone.adapters.megatron.peer import CORE, RELEASE
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER = ROOT / ".venv" / "peers" / "megatron"
 
 
 def run_verify(*args: str) -> tuple[int, dict, str]:
-    assert (PEER / "megatron_core-0.16.1.dist-info").is_dir(), (
-        f"megatron-core 0.16.1 is not installed in {PEER}: run bash .ci/setup.d/30-megatron.sh"
+    assert (PEER / RELEASE).is_dir(), (
+        f"megatron-core {CORE.version} is not installed in {PEER}: run bash .ci/setup.d/30-megatron.sh"
     )
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(

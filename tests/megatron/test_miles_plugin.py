@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dayone.adapters.megatron.peer import RELEASE
 from dayone.adapters.targets import common, miles
 from dayone.spec.registry import load_spec
 
@@ -19,7 +20,7 @@ PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
 
 
 def run_worker(tmp_path, *args: str) -> dict:
-    assert (PEER / "megatron_core-0.16.1.dist-info").is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
+    assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
         [sys.executable, "-m", "dayone.adapters.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
