@@ -78,43 +78,48 @@ def specializations(dims: KernelDims) -> list[Specialization]:
         "scale": "fp32", "lower_bound": "fp32", "T": "i32", "H": "i32",
         **dict.fromkeys(["K", "V", "BK", "BV", "GATE", "L2NORM", "BETA_SIGMOID", "VERIFY"], "constexpr"),
     }  # fmt: skip
+
+    def known_spills(kernel: str) -> int:
+        return KNOWN_SPILLS.get((kernel.removeprefix("kda."), tile_width(K)), 0)
+
     specs = []
     for name in (dims.kda_gate,) if dims.kda_gate else ("plain", "safe"):
         gate = GATES[name]
+        kernel = f"kda.chunk_prepare.{name}"
         specs.append(
             Specialization(
-                f"kda.chunk_prepare.{name}",
+                kernel,
                 kda_chunk_prepare_kernel,
                 prepare,
                 dict(K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=gate, **flags),
                 num_warps=8,
-                known_spill_bytes=KNOWN_SPILLS.get((f"chunk_prepare.{name}", tile_width(K)), 0),
+                known_spill_bytes=known_spills(kernel),
             )
         )
         for verify in (False, True):
+            kernel = f"kda.decode.{name}" + (".verify" if verify else "")
             specs.append(
                 Specialization(
-                    f"kda.decode.{name}" + (".verify" if verify else ""),
+                    kernel,
                     kda_decode_kernel,
                     decode,
                     dict(K=K, V=V, BK=tile_width(K), BV=decode_block_v(V), GATE=gate, VERIFY=verify, **flags),
                     num_warps=4,
-                    known_spill_bytes=KNOWN_SPILLS.get(
-                        (f"decode.{name}" + (".verify" if verify else ""), tile_width(K)), 0
-                    ),
+                    known_spill_bytes=known_spills(kernel),
                 )
             )
     for has_initial in (False, True):
+        kernel = "kda.chunk_output" + (".h0" if has_initial else "")
         specs.append(
             Specialization(
-                "kda.chunk_output" + (".h0" if has_initial else ""),
+                kernel,
                 kda_chunk_output_kernel,
                 output,
                 {"K": K, "V": V, "BT": CHUNK, "BK": tile_width(K), "BV": chunk_block_v(V)}
                 | {"HAS_INITIAL": has_initial, "STORE_FINAL": True},
                 num_warps=4,
                 num_stages=1,
-                known_spill_bytes=KNOWN_SPILLS.get(("chunk_output" + (".h0" if has_initial else ""), tile_width(K)), 0),
+                known_spill_bytes=known_spills(kernel),
             )
         )
     return specs
