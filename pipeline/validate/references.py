@@ -249,7 +249,11 @@ def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     except (OSError, ValueError, RuntimeError) as err:
         raise InputError(f"{root}: transformers cannot load it: {str(err).splitlines()[0]}") from None
     # transformers judges what transformers_gap missed: a checkpoint tensor its model does not read (it loads past
-    # one, e.g. an MLA output gate, with a note we silence) or a weight it left initialised at random
+    # one, e.g. an MLA output gate, with a note we silence) or a weight it left initialised at random. A weight the
+    # checkpoint does not have is fine where it is empty or zero, as absent as in the checkpoint (no shared experts:
+    # 0 wide; no router correction bias: the buffer transformers zeroes).
+    params = dict(hf.named_parameters()) | dict(hf.named_buffers())
+    loading["missing_keys"] = {n for n in loading.get("missing_keys", ()) if n not in params or params[n].any()}
     unread = {what: sorted(loading[key]) for key, what in LOADING_GAPS.items() if loading.get(key)}
     if unread:
         what, names = next(iter(unread.items()))

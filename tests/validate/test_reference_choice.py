@@ -122,3 +122,16 @@ def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypa
     source = open_source(str(variants["supported"]))
     assert resolve_reference("auto", source) == "naive"
     assert source.reference_note == "transformers is not installed: judged against the naive reference"
+
+
+def test_transformers_takes_a_checkpoint_without_shared_experts_or_correction_bias(tmp_path):
+    """Weights transformers builds that the checkpoint has no tensor for are not refused where they are as absent
+    as in the checkpoint: 0-wide shared experts, the router correction bias it zeroes (the drill's kl-router)."""
+    from dayone.validate.references import run_transformers, transformers_gap
+
+    updates = {"moe": {"num_shared_experts": 0, "shared_intermediate_size": 0, "router": {"correction_bias": False}}}
+    spec = with_updates(BASE, updates)
+    assert transformers_gap(spec) is None
+    write_synthetic(spec, tmp_path / "bare-router", seed=0)
+    caps = run_transformers(tmp_path / "bare-router", torch.tensor([[1, 2, 3, 4]]))
+    assert caps["logits"].shape == (4, spec.vocab_size) and torch.isfinite(caps["logits"]).all()
