@@ -130,7 +130,8 @@ def held_once_where_listed(results: list[ShardComparison], expected: Expected, i
 
 def index_map(index_path: Path) -> dict[str, str]:
     """The index's weight_map, name -> file, as JSON reads it (a name given twice: the last wins): by one regex
-    match over its text where index_text can (a third of json.loads), else parsed in full by the reader."""
+    match over its text where index_text can (0.47 s CPU on the K3 index, the reader's parse 0.6 s), else
+    parsed in full by the reader."""
     index = IndexText(index_path)
     try:
         listed = index.parse()

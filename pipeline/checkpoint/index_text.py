@@ -7,9 +7,10 @@ file order. A worker generates the fragment of each shard it has proven from the
 index (mapped, not read: only the pages compared are touched); the parent then checks that the fragments tile the
 body from its first key to its last value (`tiles`). Tiling is exact: every pair of the index is one of a fragment's,
 each fragment holds exactly its shard's names, so the index says what the headers hold, no more and no less.
-An index in another order (transformers writes it sorted by name) is parsed once per worker instead (`parse`: one
-regex match checks the whole body, a second extracts the pairs; about a third of json.loads' time) and each shard's
-names are looked up in it. Where neither holds (escapes, a mix), dayone.checkpoint.coverage compares in full.
+Where a shard's fragment is not found (an index in another order: transformers writes it sorted by name; or headers
+in another order than the index's) the index is parsed once per worker instead (`parse`: one regex match checks the
+whole body, a second extracts the pairs; about json.loads' CPU time: 0.47 s against 0.48-0.55 s for the K3 index)
+and each shard's names are looked up in it. Where neither holds (escapes, a mix), dayone.checkpoint.coverage compares in full.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class IndexText:
 
     def parse(self) -> dict[str, str] | None:
         """The weight_map as name -> file, when its body is plain "name": "file" pairs (checked whole by one match);
-        None otherwise (the full check parses it). Costs about a third of json.loads, in this worker."""
+        None otherwise (the full check parses it). Costs about what json.loads would, in this worker."""
         if not self.parsed:
             self.parsed = True
             frame, text = self.frame, self.map
