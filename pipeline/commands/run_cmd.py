@@ -53,7 +53,8 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     and the dashboard OUT/site. Stages are keyed by their inputs' hashes and the code they run: a rerun with nothing
     changed reuses them, a failed stage is retried, and a killed run resumes. A failed stage does not stop the run:
     the stages that need it are reported "not run", the others run. One run at a time per OUT (a second exits 2).
-    Exit 0 only if every stage passed, 1 otherwise."""
+    A stage that did all this machine can but left work not run (conform's forward on a CPU) is "partial": done,
+    never "pass". Exit 0 only if every stage passed or is partial (or was skipped on request), 1 otherwise."""
     from dayone.commands.compile_cmd import compiling_process
     from dayone.run.lock import hold
 
@@ -152,10 +153,10 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
     from dayone.core.atomic import staged_folder
     from dayone.dashboard.reports import load_reports, write_report
     from dayone.dashboard.site import build_site
-    from dayone.run.runner import NOT_RUN, PASS
+    from dayone.run.runner import DONE, NOT_RUN
 
     report = {
-        "ok": all(r.status == PASS or r.skipped for r in results.values()),
+        "ok": all(r.status in DONE or r.skipped for r in results.values()),
         "spec": ctx.spec.name if ctx else None,
         "checkpoint": ctx.checkpoint_identity if ctx else None,
         "created": created.isoformat(),
@@ -194,7 +195,7 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
 
 def _summary(results: dict, out: Path) -> None:
     table = Table("stage", "status", "time", "summary")
-    colours = {"pass": "green", "fail": "red"}
+    colours = {"pass": "green", "partial": "cyan", "fail": "red"}
     for name, r in results.items():
         status = f"[{colours.get(r.status, 'yellow')}]{r.status}[/]"
         time = "cached" if r.cached else ("-" if r.status == "not run" else f"{r.seconds:.1f} s")

@@ -27,12 +27,16 @@ from dayone.core.atomic import swap_in, write_atomic
 from dayone.core.errors import InputError
 
 STAGE_FILE = "stage.json"
-PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
+PASS, PARTIAL, FAIL, NOT_RUN = "pass", "partial", "fail", "not run"
+# A partial stage did all that this machine can and failed nothing, but left some of its work not run (conform on a
+# CPU stops before the engines' forward): it is reused, its dependants run, and it does not fail the run, yet it is
+# never reported as pass.
+DONE = (PASS, PARTIAL)
 
 
 @dataclass
 class StageResult:
-    status: str  # PASS | FAIL | NOT_RUN
+    status: str  # PASS | PARTIAL | FAIL | NOT_RUN
     summary: str
     outputs: dict = field(default_factory=dict)  # small, deterministic facts later stages and report.json use
     cached: bool = False
@@ -92,7 +96,7 @@ def run_stages(
         if stage.name in skip:
             results[stage.name] = StageResult(NOT_RUN, f"skipped on request (--skip {stage.name})", skipped=True)
             continue
-        waiting = [name for name in stage.after if known[name].status != PASS]
+        waiting = [name for name in stage.after if known[name].status not in DONE]
         if waiting:
             results[stage.name] = StageResult(NOT_RUN, f"needs {', '.join(waiting)}, which did not pass")
             continue
@@ -108,8 +112,8 @@ def _run_one(stage: Stage, root: Path, out: Path, version: str) -> StageResult:
         return StageResult(FAIL, str(err))
     final = root / stage.name
     recorded = _recorded(final)
-    if recorded.get("key") == key and recorded.get("status") == PASS:
-        return StageResult(PASS, recorded["summary"], recorded["outputs"], True)
+    if recorded.get("key") == key and recorded.get("status") in DONE:
+        return StageResult(recorded["status"], recorded["summary"], recorded["outputs"], True)
     partial = root / f".{stage.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()

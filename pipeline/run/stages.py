@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dayone.checkpoint.reader import Checkpoint
 from dayone.dashboard.reports import Report
-from dayone.run.runner import FAIL, NOT_RUN, PASS, Stage, StageResult, file_digest
+from dayone.run.runner import FAIL, NOT_RUN, PARTIAL, PASS, Stage, StageResult, file_digest
 from dayone.spec.registry import spec_to_dict, spec_to_yaml
 from dayone.spec.schema import ModelSpec
 
@@ -190,13 +190,16 @@ def conform_stage(ctx: RunContext) -> Stage:
             status = FAIL if not passed(report) else details.pop("status")
             details.pop("status", None)
             ctx.report(workdir, "conform", status, details, target=target)
-            statuses.append(status)
-            lines.append(
-                f"{target}: {details['summary']}{_levels_not_run(details['levels']) if status == PASS else ''}"
-            )
-        # PASS is the stage's: the probes ran and no level failed (it is reused and `integrate run` exits 0 on a CPU).
-        # What did not run is said in the summary, as the dashboard's cell says "partial".
-        status = FAIL if FAIL in statuses else PASS if statuses and all(s == PASS for s in statuses) else NOT_RUN
+            missing = _levels_not_run(details["levels"]) if status == PASS else ""
+            lines.append(f"{target}: {details['summary']}{missing}")
+            statuses.append(PARTIAL if missing else status)
+        # Partial where a level was left not run (forward on a CPU): as the dashboard's cell says, never pass.
+        if FAIL in statuses:
+            status = FAIL
+        elif statuses and all(s in (PASS, PARTIAL) for s in statuses):
+            status = PARTIAL if PARTIAL in statuses else PASS
+        else:
+            status = NOT_RUN
         return StageResult(status, "; ".join(lines) or "no engine target")
 
     def inputs() -> dict:
