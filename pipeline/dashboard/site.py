@@ -138,14 +138,19 @@ def _plan_rows(plan: dict) -> list[tuple[str, str]]:
 
 
 def _plan(model: ModelRows, gpu: str, gpus: int) -> tuple[dict | None, str | None]:
-    """The serving plan of the spec the reports were made with: the one the latest spec report carries (a derived
-    or scaled spec is not shipped), else the shipped spec of that name."""
+    """The serving plan of the model the reports are about. A run of a small stand-in checkpoint (`integrate run
+    --demo`, `--stand-in-for SPEC`) records the spec it stands in for as "stands_in_for" in its spec report: that is
+    the model served, and the one its plan stage plans, not the stand-in's few-layer widths. Else the spec the
+    latest spec report carries (a derived or scaled spec is not shipped), else the shipped spec of that name."""
     from dayone.spec.planner import make_plan
     from dayone.spec.registry import load_spec, parse_spec
 
     carried = [r for r in model.reports if r.stage == "spec" and isinstance(r.details.get("spec"), dict)]
     try:
-        if carried:
+        if carried and isinstance(carried[-1].details.get("stands_in_for"), dict):
+            where = f"the spec report of {model.spec}: stands_in_for"
+            spec = parse_spec(carried[-1].details["stands_in_for"], where)
+        elif carried:
             spec = parse_spec(carried[-1].details["spec"], f"the spec report of {model.spec}")
         else:
             spec = load_spec(model.spec)

@@ -201,3 +201,23 @@ def test_the_plan_is_of_the_spec_the_reports_carry(tmp_path):
     assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
     page = (tmp_path / "site" / f"model-{tiny.name}.html").read_text()
     assert tiny.name == "kimi-k3-tiny" and "No plan" not in page and "decode bound" in page
+
+
+def test_a_stand_ins_plan_is_of_the_model_it_stands_in_for(tmp_path):
+    """A run of a stand-in (`integrate run --stand-in-for kimi-k3`) names it in its spec report: the model page plans
+    kimi-k3, as the run's plan stage does, not the stand-in's tiny widths."""
+    from dayone.present import human_count
+    from dayone.spec.planner import make_plan
+    from dayone.spec.registry import load_spec, spec_to_dict
+    from dayone.synth.scale import scaled_spec
+
+    k3 = load_spec(K3)
+    tiny = scaled_spec(k3, "tiny")
+    details = {"spec": spec_to_dict(tiny), "stands_in_for": spec_to_dict(k3)}
+    (tmp_path / "r.json").write_text(json.dumps([{**report("spec", tiny.name, "pass", 0), "details": details}]))
+    assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
+    page = (tmp_path / "site" / f"model-{tiny.name}.html").read_text()
+    expected = make_plan(k3, "h200", 8)
+    assert "<tr><th>spec</th><td>kimi-k3</td></tr>" in page
+    assert f"<tr><th>params total</th><td>{human_count(expected.params_total)}</td></tr>" in page
+    assert human_count(expected.params_total) != human_count(make_plan(tiny, "h200", 8).params_total)
