@@ -4,6 +4,8 @@ The search path, first match wins: folders given by the caller (`spec derive --c
 in $DAYONE_CONVENTIONS (separated by the OS path separator), then the shipped spec/conventions/. A file is named
 after its model type (kimi_k4.yaml); what is in it is data: parsed with YAML's safe loader, no anchors or aliases,
 at most MAX_FILE_BYTES, checked by the schema's Conventions model, and an `extends` chain at most MAX_EXTENDS long.
+Within a `searching` block (a command) each model type's file is looked up once: the derivation and the line that
+reports which file it used get the same file, even if the search path changes in between.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,10 @@ MAX_FILE_BYTES = 64 * 1024  # a conventions file is a dozen lines
 MAX_EXTENDS = 8
 _MODEL_TYPE = re.compile(MODEL_TYPE_PATTERN)
 REQUIRED = tuple(name for name in Conventions.model_fields if name != "extends")
+# The files found within the current `searching` block: (model type, extra folders) -> path, or None for none found.
+_FOUND: ContextVar[dict[tuple[str, tuple[str, ...]], Path | None] | None] = ContextVar(
+    "conventions_found", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,16 @@ def search_path(extra: Sequence[Path] = ()) -> list[Path]:
 @contextmanager
 def searching(folders: Sequence[Path]) -> Iterator[None]:
     """Within the block, `folders` come first on every search, as if put at the front of $DAYONE_CONVENTIONS
-    (so derivations deep inside a command, such as a checkpoint's, see them too)."""
+    (so derivations deep inside a command, such as a checkpoint's, see them too), and a model type's file is looked
+    up once: a later search for it in the block (the command saying which file it used) gets the same answer."""
     before = os.environ.get(ENV_VAR)
     if folders:
         os.environ[ENV_VAR] = os.pathsep.join([*map(str, folders), *([before] if before else [])])
+    found = _FOUND.set({})
     try:
         yield
     finally:
+        _FOUND.reset(found)
         if before is None:
             os.environ.pop(ENV_VAR, None)
         else:
@@ -98,11 +108,13 @@ def _known(extra: Sequence[Path]) -> str:
 
 
 def _find(model_type: str, extra: Sequence[Path]) -> Path | None:
-    for folder in search_path(extra):
-        path = folder / f"{model_type}.yaml"
-        if path.is_file():
-            return path
-    return None
+    found, key = _FOUND.get(), (model_type, tuple(map(str, extra)))
+    if found is not None and key in found:
+        return found[key]
+    path = next((p for folder in search_path(extra) if (p := folder / f"{model_type}.yaml").is_file()), None)
+    if found is not None:
+        found[key] = path
+    return path
 
 
 def _from_file(model_type: str, extra: Sequence[Path], visited: tuple[str, ...], referrer: str) -> FamilyConventions:

@@ -125,6 +125,7 @@ def derive(
             s = spec_for_checkpoint(open_checkpoint(source), None)
             if name:
                 s = s.model_copy(update={"name": name})
+        # The file the derivation used: `searching` looked it up once, so this names that file, not a new search's.
         used = conventions_for(s.hf.model_type, inline=s.conventions)
     text = spec_to_yaml(s)
     if output:

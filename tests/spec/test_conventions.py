@@ -220,3 +220,61 @@ def test_conventions_files_ship_as_package_data():
     globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dayone.spec"]
     files = [f"{SHIPPED_DIR.name}/{p.name}" for p in SHIPPED_DIR.glob("*.yaml")]
     assert files and all(any(fnmatch(f, g) for g in globs) for f in files), (files, globs)
+
+
+def _k4_families(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Three folders with a kimi_k4.yaml each, told apart by the checkpoint prefix their spec gets."""
+    folders = tuple(tmp_path / name for name in ("flag", "env", "later"))
+    for folder in folders:
+        folder.mkdir()
+        (folder / "kimi_k4.yaml").write_text(f"{K4_CONVENTIONS}prefix: {folder.name}.\n")
+    return folders
+
+
+def test_derive_reports_the_file_it_used(tmp_path):
+    """--conventions and $DAYONE_CONVENTIONS name different files: the one reported (--json and stderr) is the one
+    whose fields are in the spec, and it is --conventions'."""
+    flag, env, _ = _k4_families(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(k4_config()))
+    args = ("spec", "derive", tmp_path / "config.json", "--conventions", flag)
+    derived = integrate(*args, "--json", env={"DAYONE_CONVENTIONS": str(env)})
+    assert derived.code == 0, derived.err
+    report = json.loads(derived.out)
+    assert report["conventions"]["source"] == str(flag / "kimi_k4.yaml")
+    assert report["spec"]["checkpoint"]["prefix"] == "flag."
+    human = integrate(*args, env={"DAYONE_CONVENTIONS": str(env)})
+    assert human.code == 0 and human.err.strip().splitlines()[-1] == f"conventions: {flag / 'kimi_k4.yaml'}"
+    assert yaml.safe_load(human.out)["checkpoint"]["prefix"] == "flag."
+
+
+@pytest.mark.parametrize("source", ["config file", "checkpoint folder"])
+def test_derive_looks_the_file_up_once(tmp_path, monkeypatch, source):
+    """The search path changes right after the derivation found its file ($DAYONE_CONVENTIONS, which holds the
+    --conventions folder while the command runs, is replaced): the file reported is still the one the spec was
+    derived with, not a second lookup's."""
+    import numpy as np
+    from click.testing import CliRunner
+    from dayone.cli import cli
+    from dayone.spec import derive
+    from safetensors.numpy import save_file
+
+    flag, env, later = _k4_families(tmp_path)
+    checkpoint = tmp_path / "k4"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps(k4_config()))
+    save_file({"lm_head.weight": np.zeros(1, np.float32)}, checkpoint / "model.safetensors")
+    found = derive.conventions_for
+
+    def then_the_path_changes(*args, **kwargs):
+        used = found(*args, **kwargs)
+        monkeypatch.setenv("DAYONE_CONVENTIONS", str(later))
+        return used
+
+    monkeypatch.setattr(derive, "conventions_for", then_the_path_changes)
+    monkeypatch.setenv("DAYONE_CONVENTIONS", str(env))
+    target = checkpoint / "config.json" if source == "config file" else checkpoint
+    result = CliRunner().invoke(cli, ["spec", "derive", str(target), "--conventions", str(flag), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["spec"]["checkpoint"]["prefix"] == "flag."
+    assert report["conventions"]["source"] == str(flag / "kimi_k4.yaml")
