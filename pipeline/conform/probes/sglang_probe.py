@@ -23,7 +23,8 @@ CPU stand-ins (reported in facts): SGLang's PyNccl communicator is CUDA-only, so
 built without it and every collective runs over their gloo CPU group. SGLang's rotary embedding is imported with
 its CPU engine switched on (SGLANG_USE_CPU_ENGINE=1, for that package alone: the whole CPU engine needs sgl-kernel's
 CPU build, which is not on the package index), since off it the rotary classes take vllm._custom_ops' kernel. Its
-CPU path (get_rope_cpu) builds only a deepseek_yarn-scaled rope: an unscaled one is "built: not run", with why.
+CPU path (get_rope_cpu) builds only a deepseek_yarn-scaled rope: any other (unscaled, or scaled another way) is
+"built: not run", with why, naming the rope it was given.
 """
 
 from __future__ import annotations
@@ -65,10 +66,6 @@ def forward_not_run(facts: dict) -> str:
 
 
 CPU_ROTARY = "SGLang's rotary embedding imported with its CPU engine (SGLANG_USE_CPU_ENGINE=1) for that package only"
-UNSCALED_ROPE_ON_CPU = (
-    "SGLang's CPU rotary embedding (get_rope_cpu) builds only a deepseek_yarn-scaled rope and this one is unscaled; "
-    "SGLang builds it on a GPU only"
-)
 
 
 class Verdict:
@@ -237,6 +234,29 @@ def refused_by_cpu_rope(err: BaseException) -> bool:
     return isinstance(err, AssertionError) and bool(frames) and frames[-1].name == "get_rope_cpu"
 
 
+def cpu_rope_refusal(err: BaseException) -> str | None:
+    """Why SGLang's CPU rotary factory refused the rope, in one line naming the rope it was given (get_rope_cpu's own
+    rope_scaling argument, as the adapter rendered the spec's rope) and SGLang's message; None for any other error."""
+    if not refused_by_cpu_rope(err):
+        return None
+    tb = err.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    scaling = tb.tb_frame.f_locals.get("rope_scaling")
+    if not isinstance(scaling, dict):
+        rope = "unscaled (rope_scaling None)"
+    else:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        rest = ", ".join(f"{key} {value}" for key, value in scaling.items() if key not in ("rope_type", "type"))
+        rope = f"scaled, rope_type {kind!r}" + (f", {rest}" if rest else "")
+    said = " ".join(str(err).split())
+    return (
+        f"SGLang's CPU rotary embedding (get_rope_cpu) builds only a deepseek_yarn-scaled rope and this one is {rope}"
+        + (f" (SGLang: {said})" if said else "")
+        + "; SGLang builds it on a GPU only"
+    )
+
+
 def build(verdict: Verdict, args, config, rank: int, world: int, port: int):
     import torch
     from sglang.srt.configs.load_config import LoadConfig
@@ -252,9 +272,10 @@ def build(verdict: Verdict, args, config, rank: int, world: int, port: int):
         with set_default_torch_dtype(config.dtype), torch.device("cpu"):
             model = _initialize_model(config, load_config, quant_config)
     except AssertionError as err:
-        if not refused_by_cpu_rope(err):
+        refusal = cpu_rope_refusal(err)
+        if refusal is None:
             raise
-        verdict.not_run_from("built", UNSCALED_ROPE_ON_CPU)
+        verdict.not_run_from("built", refusal)
         return None
     rotary = any(type(m).__name__.endswith("RotaryEmbedding") for m in model.modules())
     methods = sorted({type(m.quant_method).__name__ for m in model.modules() if hasattr(m, "quant_method")})
