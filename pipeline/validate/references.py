@@ -181,9 +181,11 @@ def transformers_gap(spec: ModelSpec) -> str | None:
 
 
 def resolve_reference(kind: str, source: Source) -> str:
-    """auto -> transformers when it is installed and implements the checkpoint's model type and everything its spec
-    asks for, else naive, with the reason in source.reference_note (and, when a gap in transformers decides, one
-    line on the console). An explicit --reference transformers that transformers cannot honour is bad input."""
+    """auto -> transformers when it is installed, implements the checkpoint's model type and everything its spec
+    asks for, and reads the checkpoint whole (its own loading info, transformers_refusal), else naive, with the
+    reason in source.reference_note (and, when transformers' model decides, one line on the console). An explicit
+    --reference transformers that transformers cannot honour is bad input: here, or (its loading info) when
+    run_transformers loads the checkpoint."""
     model_type = source.checkpoint.config.get("model_type")
     implemented = model_type in TRANSFORMERS_TYPES
     gap = transformers_gap(source.spec) if implemented else None
@@ -192,7 +194,11 @@ def resolve_reference(kind: str, source: Source) -> str:
             _note(source, f"transformers' {model_type} {gap}: judged against the naive reference")
             return "naive"
         if implemented and transformers_available():
-            return "transformers"
+            refusal = transformers_refusal(source.checkpoint.root)
+            if refusal is None:
+                return "transformers"
+            _note(source, f"{refusal}: judged against the naive reference")
+            return "naive"
         # the report says why too; the console does not (the usual case for a model type transformers lacks)
         why = "is not installed" if implemented else f"implements no model_type {model_type!r}"
         source.reference_note = f"transformers {why}: judged against the naive reference"
@@ -227,9 +233,19 @@ def load_golden(kind: str, vocab_size: int) -> Golden:
     return read_golden(Path(kind.removeprefix("golden:")), vocab_size)
 
 
-@torch.no_grad()
-def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Capture points of transformers' forward over ids [B, T], packed [B*T, ...] like ours."""
+def transformers_refusal(root: Path) -> str | None:
+    """Why transformers' kimi_linear would not judge the checkpoint at root whole, as a phrase naming the first
+    tensors ("transformers' kimi_linear does not read these checkpoint tensors: ..."), or None when it reads it
+    whole. Asked by loading the model (its loading info is the judge), which is then let go: auto loads a checkpoint
+    it takes transformers for twice, a fraction of a second for the small kimi_linear checkpoints this is for."""
+    hf, refusal = _load_transformers(root)
+    del hf
+    return refusal
+
+
+def _load_transformers(root: Path) -> tuple[torch.nn.Module, str | None]:
+    """transformers' KimiLinearForCausalLM from root in fp32, and what its loading info says it did not load whole
+    (transformers_refusal), or None."""
     os.environ.setdefault("USE_HUB_KERNELS", "NO")  # its torch path: hub kernels (and fla) are not the oracle
     import logging
 
@@ -255,9 +271,18 @@ def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     params = dict(hf.named_parameters()) | dict(hf.named_buffers())
     loading["missing_keys"] = {n for n in loading.get("missing_keys", ()) if n not in params or params[n].any()}
     unread = {what: sorted(loading[key]) for key, what in LOADING_GAPS.items() if loading.get(key)}
-    if unread:
-        what, names = next(iter(unread.items()))
-        raise InputError(f"{root}: transformers' kimi_linear {what}: {', '.join(names[:3])} (use --reference naive)")
+    if not unread:
+        return hf, None
+    what, names = next(iter(unread.items()))
+    return hf, f"transformers' kimi_linear {what}: {', '.join(names[:3])}"
+
+
+@torch.no_grad()
+def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Capture points of transformers' forward over ids [B, T], packed [B*T, ...] like ours."""
+    hf, refusal = _load_transformers(root)
+    if refusal is not None:
+        raise InputError(f"{root}: {refusal} (use --reference naive)")
     hf.eval()
     caps: dict[str, torch.Tensor] = {}
 
