@@ -9,12 +9,13 @@ runs seconds apart (the median of the per-round ratios). Wall time is what a use
 the process and its workers) is what the machine spends, and moves less when other work shares the cores. The load
 average is printed before and after: on a shared machine absolute times move with it, ratios much less.
 
---work keeps the prepared inputs between invocations: the K3 skeleton (13 s), a copy of it with name-sorted headers
-(as the safetensors library orders a shard: inspect's bulk path), a tiny checkpoint, kernels compiled for sm_90
-(minutes on 2 cores) and a finished `run --demo` (many minutes). --breakdown profiles inspect's work in
-one process: its steps against json.loads (which inspect skips for headers written in manifest order: it compares
-their bytes with the text the manifest gives, see dayone.checkpoint.header_scan). --only inspect measures only the
-inspect figures and their floors, preparing only the skeleton, its sorted copy and the tiny checkpoint.
+--work keeps the prepared inputs between invocations: the K3 skeleton (13 s), a copy of it as the safetensors library
+and transformers write a release (headers in the library's order, index sorted by name: `inspect (K3 sorted)`), a
+tiny checkpoint, kernels compiled for sm_90 (minutes on 2 cores) and a finished `run --demo` (many minutes).
+--breakdown profiles inspect's work in one process: its steps against json.loads (which inspect skips for headers it
+can prove: it compares their bytes with the text the manifest gives, see dayone.checkpoint.header_proof). --only
+inspect measures only the inspect figures and their floors, preparing only the skeleton, its copy as the library
+writes it and the tiny checkpoint.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def prepare(work: Path, cli: list[str], only_inspect: bool = False) -> dict[str,
     paths = {
         "skeleton": work / "k3-skeleton",
         "tiny": work / "k3-tiny",
-        "sorted": work / "k3-sorted",
+        "sorted": work / "k3-library-written",  # (k3-sorted, from before: names sorted, data in manifest order)
         "kernels": work / "kernels",
         "demo": work / "demo",
     }
@@ -88,16 +89,35 @@ def prepare(work: Path, cli: list[str], only_inspect: bool = False) -> dict[str,
             print(f"preparing {name}: {' '.join(cmd[len(cli) - 1 :])}", file=sys.stderr, flush=True)
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     if not paths["sorted"].exists():
-        print("preparing sorted: the skeleton with every header sorted by name", file=sys.stderr, flush=True)
+        print("preparing sorted: the skeleton as safetensors and transformers write it", file=sys.stderr, flush=True)
         sort_headers(paths["skeleton"], paths["sorted"])
     return paths
 
 
+def safetensors_header(entries: dict, metadata: dict | None) -> tuple[bytes, int]:
+    """(header bytes, data size) as safetensors' `serialize` writes {name: {dtype, shape, data_offsets}} (offsets
+    ignored): tensors by dtype alignment descending, then name, data laid out in that order, compact JSON with
+    __metadata__ first, padded with spaces to a multiple of 8 bytes. tests/checkpoint compares it with the library."""
+    import json
+
+    from dayone.checkpoint.header_text import SAFETENSORS_DTYPE_ORDER
+
+    rank = {dtype: i for i, dtype in enumerate(SAFETENSORS_DTYPE_ORDER)}
+    ordered = sorted(entries.items(), key=lambda item: (-rank[item[1]["dtype"]], item[0]))
+    header: dict = {} if metadata is None else {"__metadata__": metadata}
+    offset = 0
+    for name, entry in ordered:
+        size = entry["data_offsets"][1] - entry["data_offsets"][0]
+        header[name] = {"dtype": entry["dtype"], "shape": entry["shape"], "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return text.ljust(-(-len(text) // 8) * 8), offset
+
+
 def sort_headers(source: Path, target: Path) -> None:
-    """A copy of a skeleton whose shard headers list their entries sorted by name, as the safetensors library writes
-    a shard (offsets unchanged, so the data regions keep manifest order); the index and config copied as they are.
-    The sorted header is as long as the original (same members, compact JSON), padded with spaces if shorter, and
-    the data region left a hole, as the skeleton's is: the copy takes seconds and no disk."""
+    """A copy of a skeleton as safetensors and transformers write a release: each shard's header in the library's
+    order and layout (safetensors_header), the index as `save_pretrained` writes it (keys sorted, indent 2), the
+    config copied. The data regions are left holes, as the skeleton's are: the copy takes seconds and no disk."""
     import json
     import shutil
 
@@ -106,19 +126,19 @@ def sort_headers(source: Path, target: Path) -> None:
     staging.mkdir(parents=True)
     for path in sorted(source.iterdir()):
         if path.suffix != ".safetensors":
-            shutil.copyfile(path, staging / path.name)
+            if path.name.endswith(".index.json"):
+                index = json.loads(path.read_text())
+                (staging / path.name).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+            else:
+                shutil.copyfile(path, staging / path.name)
             continue
         with open(path, "rb") as f:
             size = int.from_bytes(f.read(8), "little")
             header = json.loads(f.read(size))
-        metadata = header.pop("__metadata__", None)
-        ordered = ({"__metadata__": metadata} if metadata is not None else {}) | dict(sorted(header.items()))
-        text = json.dumps(ordered, separators=(",", ":")).encode()
-        if len(text) > size:
-            raise SystemExit(f"{path}: its header is not compact JSON; sorted, it would not fit in place")
+        text, data_size = safetensors_header(header, header.pop("__metadata__", None))
         with open(staging / path.name, "wb") as f:
-            f.write(size.to_bytes(8, "little") + text.ljust(size))
-            f.truncate(path.stat().st_size)
+            f.write(len(text).to_bytes(8, "little") + text)
+            f.truncate(8 + len(text) + data_size)
     staging.rename(target)
 
 
@@ -152,7 +172,7 @@ def main() -> None:
         load_after = os.getloadavg()
     report(rounds, load_before, load_after, os.cpu_count())
     if args.breakdown:
-        breakdown(paths["skeleton"])
+        breakdown(paths["skeleton"], paths["sorted"])
 
 
 def report(rounds: list[dict], load_before, load_after, cores) -> None:
@@ -180,19 +200,23 @@ def report(rounds: list[dict], load_before, load_after, cores) -> None:
         f"{'yes' if rss < 300 else 'NO'})"
     )
     name = "inspect (K3 sorted)"
+    rss = max(r[name][2] for r in rounds)
     print(
-        f"inspect of the K3 skeleton with name-sorted headers / header-parse floor: {ratio(name, floor):.2f}x wall, "
-        f"{ratio(name, floor, 1):.2f}x CPU (no target: the bulk path)"
+        f"inspect of the K3 skeleton as safetensors and transformers write it / header-parse floor: "
+        f"{ratio(name, floor):.2f}x wall, {ratio(name, floor, 1):.2f}x CPU; peak RSS {rss:.0f} MB (target < 300 MB: "
+        f"{'yes' if rss < 300 else 'NO'})"
     )
 
 
-def breakdown(skeleton: Path) -> None:
+def breakdown(skeleton: Path, written_by_the_library: Path) -> None:
     """CPU seconds of inspect's steps, each run alone in this process (no workers): json.loads against the rest."""
     import gc
     import json
 
     from dayone.checkpoint import open_checkpoint
-    from dayone.checkpoint.header_scan import parse_shard, prove_written_in_order
+    from dayone.checkpoint.header_proof import RunChain, prove_in_safetensors_order, prove_written_in_order
+    from dayone.checkpoint.header_scan import parse_shard
+    from dayone.checkpoint.index_text import read_listing
     from dayone.checkpoint.safetensors_header import read_header_bytes
     from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.spec.manifest import EntryTable, build_manifest
@@ -226,11 +250,30 @@ def breakdown(skeleton: Path) -> None:
     start = clock()
     assert all(p is not None and p.compare(table) is not None for p in parsed), "the skeleton must be covered"
     steps["compare with the manifest (expert names built on first use)"] = clock() - start
-    fallback = ("parse_shard", "compare")  # what a header not written in manifest order costs instead
-    total = sum(v for k, v in steps.items() if not k.startswith(("read 96", "json", *fallback)))
-    print("\ninspect's work in one process, CPU s (workers split the prove row between them):")
+    library_jobs = [(written_by_the_library / f, f) for f in checkpoint.files]
+    start = clock()
+    headers = [(read_header_bytes(path), path, file) for path, file in library_jobs]
+    chain = RunChain()
+    by_library = [
+        prove_in_safetensors_order(raw, size - data, path, file, table, chain=chain)
+        for (raw, data, size), path, file in headers
+    ]
+    steps["read + prove in the safetensors library's order"] = clock() - start
+    assert all(p is not None for p in by_library), "the library-ordered copy must be proven"
+    del headers
+    start = clock()
+    read_listing(written_by_the_library / "model.safetensors.index.json")
+    steps["the index sorted by name, read once (names per file)"] = clock() - start
+    notes = {  # steps that are not the skeleton's work
+        "parse_shard": "a header no proof holds: instead of prove",
+        "compare": "a header no proof holds: instead of prove",
+        "read + prove in the": "the release as the library writes it: instead of prove",
+        "the index sorted": "the same release: in a process alongside the workers",
+    }
+    total = sum(v for k, v in steps.items() if not k.startswith(("read 96", "json", *notes)))
+    print("\ninspect's work in one process, CPU s (workers split the prove rows between them):")
     for name, seconds in steps.items():
-        note = "  (headers in another order: instead of prove)" if name.startswith(fallback) else ""
+        note = next((f"  ({text})" for start, text in notes.items() if name.startswith(start)), "")
         print(f"  {name:<62} {seconds:6.3f}{note}")
     print(f"  proven in order: {sum(p is not None for p in proven)} of {len(proven)} shards")
     print(f"  inspect's work: {total:.3f} s without start-up and imports; json.loads alone (the floor's) {loads:.3f} s")

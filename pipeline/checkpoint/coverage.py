@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayone.checkpoint.header_scan import ShardComparison, compare_entries, scan_shards
-from dayone.checkpoint.index_text import IndexText, tiles
+from dayone.checkpoint.forked import Forked
+from dayone.checkpoint.header_proof import ShardComparison
+from dayone.checkpoint.header_scan import compare_entries, scan_shards
+from dayone.checkpoint.index_text import IndexCheck, IndexText, Listing, first_listed_name, read_listing, tiles
 from dayone.checkpoint.patterns import group_names
 from dayone.checkpoint.reader import Checkpoint, _read_index, name_index_disagreement
 from dayone.spec.manifest import EntryTable, Manifest
@@ -79,10 +81,18 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         return coverage, []
     expected = EntryTable(manifest)
     jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
-    results = scan_shards(jobs, expected, index_path=checkpoint.index_path)
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
+    index_path = checkpoint.index_path
+    listing = listing_alongside(index_path, expected) if index_path is not None else None
+    try:
+        results = scan_shards(jobs, expected, index_path=index_path, placing=listing is None)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        if index_path is not None and not all(r.index is not None and r.index.placement for r in results):
+            check_listed(results, listing.result() if listing is not None else read_listing(index_path), index_path)
+    finally:
+        if listing is not None:
+            listing.close()
     counts = {r.file: r.tensors for r in results}
     seen = sum(r.seen for r in results)
     unexpected = [n for r in results for n in r.unexpected]
@@ -96,6 +106,34 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         if checkpoint.index_path is not None:
             explain_misplaced(checkpoint, index_map(checkpoint.index_path))
     return assemble(results, expected, checkpoint), results
+
+
+def listing_alongside(index_path: Path, expected: Expected) -> Forked | None:
+    """The index read once (names per file) in a forked process alongside the header scan, when its first name is not
+    the manifest's first tensor's: then it is in another order than the manifest's (transformers sorts it by name),
+    and a shard proven in any order cannot be placed in it as text. None otherwise: should a shard still not be
+    placed, the parent reads the index after the scan. Either way no worker parses it."""
+    first = first_listed_name(index_path)
+    if first is not None and expected.position(first) == 0:
+        return None
+    return Forked(read_listing, index_path)
+
+
+def check_listed(results: list[ShardComparison], listing: Listing | None, index_path: Path) -> None:
+    """Each proven shard's index check from the index read once: its names (sent sorted, or those of its placed
+    fragment) are exactly the names listed for its file. A shard the full check compared (index None) stays unproven."""
+    index = IndexText(index_path)
+    try:
+        for r in results:
+            if r.index is None:
+                continue
+            text = r.names_text
+            if text is None and r.index.placement is not None:
+                text = index.fragment_names_text(r.index.placement)
+            agrees = listing is not None and text is not None and listing.texts.get(r.file) == text
+            r.index = IndexCheck(r.index.placement, agrees, listing is not None and listing.keys_distinct)
+    finally:
+        index.close()
 
 
 def held_once_where_listed(results: list[ShardComparison], expected: Expected, indexed: bool) -> bool:

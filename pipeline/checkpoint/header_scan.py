@@ -6,13 +6,13 @@ use) and send back one ShardComparison per shard: counts, bytes per dtype, and o
 them earlier, to parse while the parent derives the spec, was measured: holding parsed headers until the table came
 cost more CPU than the overlap saved.)
 
-Per shard, a header written in manifest order as compact JSON (dayone's writer, the safetensors library's format)
-is first proven byte for byte (`prove_written_in_order`): the text the manifest gives for its tensors from the
-header's first name on is generated and compared whole, no JSON parsed but __metadata__. Otherwise the fast path
+Per shard, a header written as compact JSON with its data laid out in header order (dayone's writer in manifest order,
+the safetensors library in its own: by dtype alignment, then name) is first proven byte for byte against the text the
+manifest predicts (dayone.checkpoint.header_proof), no JSON parsed but __metadata__. Otherwise the fast path
 (`parse_shard`, then `ParsedShard.compare`) proves the header exactly as expected with a
 handful of C-level passes over all its entries at once, Python never looping per entry: every name expected, its
 (shape, dtype, byte count) equal to the manifest's, the offsets tiling the data region. A shard whose names follow
-the manifest's order (dayone's writers, the K3 skeleton) is matched as runs of the manifest's own sequence
+the manifest's order is matched as runs of the manifest's own sequence
 (EntryTable.run: a run of expert names is one string comparison, no name built or hashed per tensor); any other
 order looks each name up (EntryTable.lookup), expanding the expert groups it meets. A header it cannot prove
 (anything unexpected, malformed or unusual) goes through the entry-by-entry check (`read_header`, which parses with
@@ -26,40 +26,23 @@ elsewhere than the index says.
 
 from __future__ import annotations
 
-import gc
 import json
-import multiprocessing
 import os
-from collections import Counter
-from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, islice, repeat
+from dataclasses import dataclass
+from itertools import chain, compress
 from operator import itemgetter, sub
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dayone.checkpoint.index_text import IndexCheck, IndexText
+from dayone.checkpoint.forked import Forked
+from dayone.checkpoint.header_proof import RunChain, ShardComparison, index_listing, prove_header
+from dayone.checkpoint.header_text import refuse_float
+from dayone.checkpoint.index_text import IndexText
 from dayone.checkpoint.safetensors_header import check_metadata, read_header, read_header_bytes
 from dayone.core.errors import InputError
 
 if TYPE_CHECKING:
     from dayone.spec.manifest import EntryTable
-
-
-@dataclass
-class ShardComparison:
-    """One shard against the manifest: what a worker sends back (small unless the shard is badly off)."""
-
-    file: str
-    tensors: int
-    bytes_by_dtype: dict[str, int]
-    seen: int = 0  # entries the manifest expects
-    unexpected: list[str] = field(default_factory=list)
-    wrong_shape: dict[tuple, list[str]] = field(default_factory=dict)
-    wrong_dtype: dict[tuple, list[str]] = field(default_factory=dict)
-    # What proves, across shards, that every tensor is held once and where the index says (coverage.py checks that
-    # these tile); None where this shard could not give it, and then the parent compares names in full.
-    first_at: int | None = None  # the manifest position of the first name, when the shard is the run from there
-    index: IndexCheck | None = None  # where or whether the index lists exactly this shard's names (index_text)
 
 
 def compare_entries(file: str, entries: dict, bytes_by_dtype: dict[str, int], expected: EntryTable) -> ShardComparison:
@@ -105,19 +88,10 @@ class ParsedShard:
             first_at = None
         else:
             return None
-        in_index = index.check(self.names, self.file) if index is not None else None
+        listing = index_listing(self.names, self.file, index)
         return ShardComparison(
-            self.file,
-            len(self.names),
-            self.bytes_by_dtype,
-            seen=len(self.names),
-            first_at=first_at,
-            index=in_index,
+            self.file, len(self.names), self.bytes_by_dtype, seen=len(self.names), first_at=first_at, **listing
         )
-
-
-def _refuse(token: str):
-    raise ValueError(f"non-integer number {token}")  # no header field is a float: the full check names it
 
 
 def parse_shard(path: Path, file: str) -> ParsedShard | None:
@@ -136,7 +110,7 @@ def parse_shard(path: Path, file: str) -> ParsedShard | None:
 def parse_header_bytes(raw: bytes, data_size: int, path: Path, file: str) -> ParsedShard | None:
     """parse_shard of a header already read (scan_one has it from the byte proof: the file is not read again)."""
     try:
-        header = json.loads(raw, parse_float=_refuse, parse_constant=_refuse)
+        header = json.loads(raw, parse_float=refuse_float, parse_constant=refuse_float)
     except (ValueError, RecursionError):
         return None
     if type(header) is not dict:
@@ -187,90 +161,18 @@ def _tiles(flat: list[int], data_size: int) -> bool:
     return flat[0] == 0 and flat[-1] == data_size and flat[1:-1:2] == flat[2::2]
 
 
-_METADATA_KEY = '{"__metadata__":'
-_JSON_SPACE = " \t\n\r"
-_NBYTES_OF = itemgetter(2)
-
-
-def prove_written_in_order(
-    raw: bytes, data_size: int, path: Path, file: str, expected: EntryTable, index: IndexText | None = None
-):
-    """A ShardComparison when the header is, byte for byte, the compact JSON a safetensors writer (or dayone's) gives
-    the manifest's tensors from its first name on, in manifest order, tiling the data region; None otherwise.
-
-    No JSON is parsed but __metadata__: the expected text is generated from the manifest (names from the group's names
-    text, per-(shape, dtype) middles, offsets from the byte counts) and compared whole, so this is at least as strict
-    as parsing and checking every entry, and costs less than json.loads.
-    """
-    if not expected.plain_names:  # a name JSON would escape: the generated text would not be its JSON
-        return None
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        return None
-    start = 1
-    if text.startswith(_METADATA_KEY):
-        try:
-            metadata, end = _METADATA_DECODER.raw_decode(text, len(_METADATA_KEY))
-            check_metadata(metadata, path)
-        except (ValueError, RecursionError, InputError):
-            return None
-        if text[end : end + 1] != ",":
-            return None
-        start = end + 1
-    elif not text.startswith("{"):
-        return None
-    close = text.find('"', start + 1)
-    if text[start : start + 1] != '"' or close < 0:
-        return None
-    span = expected.span(text[start + 1 : close], data_size)
-    if span is None:
-        return None
-    names, entries = span
-    last = entries[-1]  # another order (sorted by name, say) ends elsewhere: refused before generating the rest
-    if not text.rstrip(_JSON_SPACE).endswith(f'"{names[-1]}{_middle(last)}{data_size - last[2]},{data_size}]}}}}'):
-        return None
-    bounds = list(map(str, accumulate(map(_NBYTES_OF, entries), initial=0)))
-    ids = list(map(id, entries))  # an expert group's entries are six shared tuples: work per distinct entry
-    distinct = dict(zip(ids, entries))
-    middle = {key: _middle(entry) for key, entry in distinct.items()}
-    quotes = chain(('"',), repeat(',"'))  # '"' before the first name, ',"' between entries
-    pieces = zip(
-        quotes, names, map(middle.__getitem__, ids), bounds, repeat(","), islice(bounds, 1, None), repeat("]}")
-    )
-    body = "".join(chain.from_iterable(pieces))
-    end = start + len(body)
-    if not text.startswith(body, start) or text[end : end + 1] != "}" or text[end + 1 :].strip(_JSON_SPACE):
-        return None
-    by_dtype: dict[str, int] = {}
-    for key, count in Counter(ids).items():
-        _, dtype, nbytes = distinct[key]
-        by_dtype[dtype] = by_dtype.get(dtype, 0) + count * nbytes
-    in_index = index.check(names, file, plain=True) if index is not None else None  # plain_names, above
-    first_at = expected.position(names[0])
-    return ShardComparison(file, len(names), by_dtype, seen=len(names), first_at=first_at, index=in_index)
-
-
-_METADATA_DECODER = json.JSONDecoder(parse_float=_refuse, parse_constant=_refuse)
-
-
-def _middle(entry: tuple) -> str:
-    """'":{"dtype":"U8","shape":[3072,112],"data_offsets":[': an entry's text between its name and offsets."""
-    shape = ",".join(map(str, entry[0]))
-    return f'":{{"dtype":"{entry[1]}","shape":[{shape}],"data_offsets":['
-
-
 def scan_one(
-    path: Path, file: str, expected: EntryTable, index: IndexText | None = None
+    path: Path, file: str, expected: EntryTable, index: IndexText | None = None, chain: RunChain | None = None
 ) -> ShardComparison | InputError:
     """The ShardComparison of one shard, or the InputError that names what is wrong with it; `index` (a sharded
-    checkpoint's) places the names of a shard the fast paths prove."""
+    checkpoint's) places the names of a shard the fast paths prove; `chain`, the run the worker's previous shard held.
+    """
     try:
         raw, data_start, file_size = read_header_bytes(path)
     except InputError as err:
         return err
     data_size = file_size - data_start
-    result = prove_written_in_order(raw, data_size, path, file, expected, index)
+    result = prove_header(raw, data_size, path, file, expected, index, chain)
     if result is not None:
         return result
     parsed = parse_header_bytes(raw, data_size, path, file)
@@ -285,65 +187,39 @@ def scan_one(
 
 
 def scan_shards(
-    jobs: list[tuple[Path, str]], expected: EntryTable, workers: int | None = None, index_path: Path | None = None
+    jobs: list[tuple[Path, str]],
+    expected: EntryTable,
+    workers: int | None = None,
+    index_path: Path | None = None,
+    placing: bool = True,
 ) -> list:
     """scan_one for every (path, file name), in order, in `workers` forked processes (default: one per core).
 
     Each worker takes a contiguous run of shards, not every n-th: a layer's experts straddle neighbouring shards,
     and each worker expands the expert groups it meets. The table is inherited through fork, not sent; a worker
-    sends back its comparisons through a pipe (small unless a shard is badly off). Each process maps the index at
-    `index_path` (a sharded checkpoint's) itself, to place its shards' names in it.
+    sends back its comparisons through a pipe (small unless a shard is badly off, or its names are sent for the
+    index check). Each process maps the index at `index_path` (a sharded checkpoint's) itself, to place its shards'
+    names in it (unless `placing` is False: the index is known to be in another order); none parses it.
     """
     count = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     if count == 1:
-        return _scan_part(jobs, expected, index_path)
-    context = multiprocessing.get_context("fork")
+        return _scan_part(jobs, expected, index_path, placing)
     parts = [jobs[len(jobs) * i // count : len(jobs) * (i + 1) // count] for i in range(count)]
-    running = []
+    running: list[Forked] = []
     try:
         for part in parts:
-            parent_end, child_end = context.Pipe(duplex=False)
-            worker = context.Process(target=_work, args=(part, expected, index_path, child_end), daemon=True)
-            worker.start()
-            child_end.close()
-            running.append((worker, parent_end))
-        results = []
-        for part, (_, conn) in zip(parts, running, strict=True):
-            try:
-                done = conn.recv()
-            except EOFError:  # the worker died (killed, out of memory): its shards are read here instead
-                done = _scan_part(part, expected, index_path)
-            if isinstance(done, BaseException):
-                raise done
-            results.extend(done)
-        return results
+            running.append(Forked(_scan_part, part, expected, index_path, placing))
+        return [result for worker in running for result in worker.result()]
     finally:
-        for worker, conn in running:
-            conn.close()
-            if worker.is_alive() and worker.exitcode is None:
-                worker.join(timeout=5)
-            if worker.is_alive():
-                worker.kill()
-                worker.join()
+        for worker in running:
+            worker.close()
 
 
-def _scan_part(jobs: list[tuple[Path, str]], expected: EntryTable, index_path: Path | None) -> list:
-    index = IndexText(index_path) if index_path is not None else None
+def _scan_part(jobs: list[tuple[Path, str]], expected: EntryTable, index_path: Path | None, placing: bool) -> list:
+    index = IndexText(index_path, placing) if index_path is not None else None
     try:
-        return [scan_one(path, file, expected, index) for path, file in jobs]
+        chain = RunChain()
+        return [scan_one(path, file, expected, index, chain) for path, file in jobs]
     finally:
         if index is not None:
             index.close()
-
-
-def _work(jobs: list[tuple[Path, str]], expected: EntryTable, index_path: Path | None, conn) -> None:
-    gc.disable()  # ~250k header objects, none in reference cycles: collections would only rescan them
-    try:
-        conn.send(_scan_part(jobs, expected, index_path))
-    except BaseException as err:  # noqa: BLE001 - reported to the parent, which re-raises it
-        try:
-            conn.send(err)
-        except Exception:  # noqa: BLE001 - an exception that does not pickle
-            conn.send(RuntimeError(repr(err)))
-    finally:
-        conn.close()

@@ -8,9 +8,12 @@ index (mapped, not read: only the pages compared are touched); the parent then c
 body from its first key to its last value (`tiles`). Tiling is exact: every pair of the index is one of a fragment's,
 each fragment holds exactly its shard's names, so the index says what the headers hold, no more and no less.
 Where a shard's fragment is not found (an index in another order: transformers writes it sorted by name; or headers
-in another order than the index's) the index is parsed once per worker instead (`parse`: one regex match checks the
-whole body, a second extracts the pairs; about json.loads' CPU time: 0.47 s against 0.48-0.55 s for the K3 index)
-and each shard's names are looked up in it. Where neither holds (escapes, a mix), dayone.checkpoint.coverage compares in full.
+in another order than the index's), no worker parses the index: the worker sends the shard's names, sorted, and the
+index is read once for the parent (`names_by_file`: one regex match checks the whole body, a second extracts the
+pairs a chunk at a time, each file's names sorted and joined; 0.33 s CPU for the K3 index, in a process alongside the
+workers when its first name says it is in another order than the manifest's). Each shard's names must then be
+exactly those listed for its file, and no name listed twice. Where neither holds (escapes, a mix),
+dayone.checkpoint.coverage compares in full.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import json
 import mmap
 import re
-from itertools import pairwise
+from itertools import chain, islice, pairwise
+from operator import itemgetter, lt
 from pathlib import Path
 from typing import NamedTuple
 
@@ -50,16 +54,28 @@ class IndexCheck(NamedTuple):
     keys_distinct: bool | None = None
 
 
-class IndexText:
-    """One worker's view of the index: mapped once, the frame found once, each shard's fragment placed."""
+class Listing(NamedTuple):
+    """The weight_map parsed once, what the parent compares each shard's names with."""
 
-    def __init__(self, path: Path) -> None:
+    texts: dict[str, bytes]  # file -> the names listed for it, sorted, one a line (UTF-8)
+    keys_distinct: bool  # no name listed twice
+
+
+class IndexText:
+    """One process's view of the index: mapped once, the frame found once, each shard's fragment placed."""
+
+    def __init__(self, path: Path, placing: bool = True) -> None:
+        """`placing` False: the index is known to list names in another order than any shard's (it is read once
+        for the parent instead); it is not even mapped, and every check answers "not placed"."""
         self.map: mmap.mmap | None = None
         self.frame: Frame | None = None
         self.next_at = -1  # where the fragment after the last placed one would begin
+        self.placing = placing  # until one shard is not where its fragment would be
         self.listed: dict[str, str] | None = None  # name -> file, parsed on first need
         self.keys_distinct: bool | None = None
         self.parsed = False
+        if not placing:
+            return
         try:
             with open(path, "rb") as f:
                 self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -92,20 +108,56 @@ class IndexText:
         return Placement(begin, end, frame)
 
     def check(self, names: list[str], file: str, plain: bool = False) -> IndexCheck:
-        """One shard's names in the index: placed as a fragment, else looked up in the parsed weight_map."""
-        # Once a shard is not where its fragment would be, the index is in another order: searching 60 MB for each
-        # shard's fragment would cost more than parsing it once.
-        placement = self.place(names, file, plain) if not self.parsed else None
-        if placement is not None:
-            return IndexCheck(placement)
-        listed = self.parse()
-        if listed is None:
-            return IndexCheck(None)
-        return IndexCheck(None, set(map(listed.get, names)) == {file}, self.keys_distinct)
+        """One shard's names placed in the index as a fragment; IndexCheck(None) where they are not, and then the
+        parent compares them with the index parsed once (`names_by_file`). Once a shard is not where its fragment
+        would be, the index is in another order: this worker stops searching (each search scans up to 60 MB)."""
+        placement = self.place(names, file, plain) if self.placing else None
+        self.placing = placement is not None
+        return IndexCheck(placement)
+
+    def names_by_file(self) -> Listing | None:
+        """The weight_map read once: per file, the names listed for it, sorted, one a line (UTF-8), and whether no
+        name is listed twice; None when its body is not plain "name": "file" pairs (the full check parses it).
+
+        Read in chunks of pairs (cut between a value's closing quote and the next key's opening one, which no name
+        can hold), so that only one chunk's pairs are objects at a time, then one file's names at a time joined."""
+        frame, text = self.frame, self.map
+        if frame is None or text is None or _PAIRS_BYTES.fullmatch(text, frame.first, frame.end) is None:
+            return None
+        listed: dict[bytes, list[bytes]] = {}
+        ascending, previous, count = True, b"", 0
+        at = frame.first
+        while at < frame.end:
+            cut = _BETWEEN_PAIRS.search(text, min(at + _CHUNK, frame.end), frame.end)
+            stop = cut.start() + 1 if cut is not None else frame.end
+            pairs = _PAIR_BYTES.findall(text, at, stop)
+            names = list(map(itemgetter(0), pairs))
+            ascending = ascending and previous < names[0] and all(map(lt, names, islice(names, 1, None)))
+            previous, count = names[-1], count + len(names)
+            for name, file in pairs:
+                listed.setdefault(file, []).append(name)
+            at = cut.end() - 1 if cut is not None else frame.end
+        # Strictly ascending (transformers sorts the keys): no name twice; any other order: counted.
+        distinct = ascending or len(set(chain.from_iterable(listed.values()))) == count
+        texts: dict[str, bytes] = {}
+        for file in list(listed):
+            try:
+                texts[file.decode()] = b"\n".join(sorted(listed.pop(file)))
+            except UnicodeDecodeError:
+                return None
+        return Listing(texts, distinct)
+
+    def fragment_names_text(self, placement: Placement) -> bytes | None:
+        """The names of a placed fragment (a shard's, proven), sorted, one a line: as `names_by_file` gives them."""
+        if self.map is None:
+            return None
+        pairs = _PAIR_BYTES.findall(self.map, placement.begin, placement.end)
+        return b"\n".join(sorted(map(itemgetter(0), pairs)))
 
     def parse(self) -> dict[str, str] | None:
         """The weight_map as name -> file, when its body is plain "name": "file" pairs (checked whole by one match);
-        None otherwise (the full check parses it). Costs about what json.loads would, in this worker."""
+        None otherwise (the full check parses it). Costs about what json.loads would: only the parent's full check
+        (coverage.index_map) asks for it."""
         if not self.parsed:
             self.parsed = True
             frame, text = self.frame, self.map
@@ -130,6 +182,38 @@ class IndexText:
 # The frame rules out backslashes, so a quote always delimits a string; possessive: no backtracking on 60 MB.
 _PAIRS = re.compile(r'"[^"]*+"\s*+:\s*+"[^"]*+"(?:\s*+,\s*+"[^"]*+"\s*+:\s*+"[^"]*+")*+')
 _PAIR = re.compile(r'"([^"]*+)"\s*+:\s*+"([^"]*+)"')
+# The same over the mapped bytes, with JSON's whitespace only.
+_PAIRS_BYTES = re.compile(_PAIRS.pattern.replace(r"\s", "[ \t\n\r]").encode())
+_PAIR_BYTES = re.compile(_PAIR.pattern.replace(r"\s", "[ \t\n\r]").encode())
+_BETWEEN_PAIRS = re.compile(rb'"[ \t\n\r]*+,[ \t\n\r]*+"')  # a value's closing quote, comma, the next key's opening one
+_CHUNK = 1 << 22  # bytes of the index whose pairs are objects at once
+
+
+def first_listed_name(path: Path) -> str | None:
+    """The weight_map's first name, from the index's first few KB (a probe of its order, not a check: dayone's writer
+    lists the manifest's first tensor first, transformers the name that sorts first); None where not found there."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 14)
+    except OSError:
+        return None
+    match = _FIRST_NAME.search(head)
+    try:
+        return match.group(1).decode() if match is not None else None
+    except UnicodeDecodeError:
+        return None
+
+
+_FIRST_NAME = re.compile(rb'"weight_map"[ \t\n\r]*+:[ \t\n\r]*+\{[ \t\n\r]*+"([^"\\]*+)"')
+
+
+def read_listing(path: Path) -> Listing | None:
+    """IndexText(path).names_by_file(), the index mapped and closed here (what a forked process runs)."""
+    index = IndexText(path)
+    try:
+        return index.names_by_file()
+    finally:
+        index.close()
 
 
 def _frame(text: mmap.mmap) -> Frame | None:

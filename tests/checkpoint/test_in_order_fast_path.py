@@ -6,7 +6,8 @@ from itertools import pairwise
 
 import pytest
 from cli_runner import integrate
-from dayone.checkpoint.header_scan import ParsedShard, compare_entries, prove_written_in_order
+from dayone.checkpoint.header_proof import prove_written_in_order
+from dayone.checkpoint.header_scan import ParsedShard, compare_entries
 from dayone.checkpoint.safetensors_header import read_header, read_header_bytes
 from dayone.checkpoint.writer import write_checkpoint
 from dayone.spec.hf_config import to_hf_config

@@ -135,8 +135,8 @@ def test_an_agreeing_checkpoint_is_covered(tmp_path, kimi_linear, order):
 
 
 def test_the_fast_paths_prove_agreement_without_the_full_check(tmp_path, kimi_linear, monkeypatch):
-    """Headers in manifest order are proven by text; another index order by the workers' parse. Either way the
-    parent's full re-reading of every header (checkpoint.shards) is not needed."""
+    """Headers in manifest order are proven by text; another index order by the index read once for the parent.
+    Either way the parent's full re-reading of every header (checkpoint.shards) is not needed."""
     spec, manifest = kimi_linear
     shards = base_layout(manifest)
     monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
