@@ -141,8 +141,12 @@ class IndexText:
         distinct = ascending or len(set(chain.from_iterable(listed.values()))) == count
         texts: dict[str, bytes] = {}
         for file in list(listed):
+            names = listed.pop(file)
+            text = b"\n".join(sorted(names))
+            if text.count(b"\n") != len(names) - 1:  # a raw newline in a name (not JSON) would pass for two names
+                return None
             try:
-                texts[file.decode()] = b"\n".join(sorted(listed.pop(file)))
+                texts[file.decode()] = text
             except UnicodeDecodeError:
                 return None
         return Listing(texts, distinct)
