@@ -98,20 +98,25 @@ def bench_speed(tokens: tuple[int, int], repeats: int) -> dict:
 CHILD = r"""
 import json, resource, sys, torch
 torch.set_num_threads(int(sys.argv[3]))
+from dayone.checkpoint import open_checkpoint
+from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.validate import Options, validate
+def run():  # as `integrate validate` does: open the checkpoint and take its spec, then validate
+    checkpoint = open_checkpoint(sys.argv[1])
+    return validate(checkpoint, spec_for_checkpoint(checkpoint, None), options).report
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
             return int(line.split()[1]) * 1024
 options = Options(reference="naive", tokens=sys.argv[2])
 before = status("VmRSS")
-validate(sys.argv[1], options)  # warm-up: imports, thread pools, allocator, caches
+run()  # warm-up: imports, thread pools, allocator, caches
 cold_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 base = status("VmRSS")
 open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM)
-report = validate(sys.argv[1], options)
+report = run()
 print(json.dumps({"before": before, "cold_peak": cold_peak, "base": base, "peak": status("VmHWM"),
-                  "status": report["status"], "seconds": report["details"]["seconds"]}))
+                  "status": report.status, "seconds": report.details["seconds"]}))
 """
 
 

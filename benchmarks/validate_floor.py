@@ -57,12 +57,18 @@ def planted(defect: str | None):
 
 
 def measure(path: Path, defect: str | None = None) -> dict:
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.validate import Options, validate
 
+    checkpoint = open_checkpoint(str(path))
     with planted(defect):
-        report = validate(str(path), Options(reference="naive", reload_check=False))
-    u = report["details"]["unreplayed"]
-    return {"status": report["status"], "candidate": u["candidate"], "floor": u["floor"]}
+        verdict = validate(
+            checkpoint, spec_for_checkpoint(checkpoint, None), Options(reference="naive", reload_check=False)
+        )
+    assert verdict.report is not None  # one process: its only rank holds the report
+    u = verdict.report.details["unreplayed"]
+    return {"status": verdict.status, "candidate": u["candidate"], "floor": u["floor"]}
 
 
 def main() -> None:

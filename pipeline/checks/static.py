@@ -44,6 +44,7 @@ class TargetCheck:
     releases: list[str] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=dict)
     megatron: dict | None = None  # the Megatron checks' report (Miles, Megatron-Bridge)
+    conform: dict | None = None  # the engine's own judgement (dayone.conform), where `generate --check` ran it
 
     @property
     def ok(self) -> bool:
@@ -59,6 +60,7 @@ class TargetCheck:
             "releases": self.releases,
             "problems": self.problems,
             **({"megatron": self.megatron} if self.megatron is not None else {}),
+            **({"conform": self.conform} if self.conform is not None else {}),
         }
 
 

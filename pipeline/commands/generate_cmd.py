@@ -3,13 +3,18 @@ map; with --check, everything a CPU machine can verify of it (see dayone.checks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from dayone.core.errors import InputError
 from dayone.present import console, emit_json
 from dayone.spec.registry import MODELS_DIR, load_spec
 from dayone.spec.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from dayone.checks.static import TargetCheck
 
 TARGET_CHOICES = ("sglang", "vllm", "miles", "megatron-bridge", "all")
 
@@ -51,24 +56,38 @@ def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None
     for target, files in rendered.items():
         root = out_dir / target
         common.write_tree(root, files)
-        entry = {"target": target, "dir": str(root), "files": sorted(files)}
+        checked = None
         if check:
             from dayone.checks.static import check_target
 
-            entry["check"] = check_target(spec, target, root, files, lambda t=target: generator(t)(spec)).as_dict()
-            _conform(entry["check"], target, root, source, spec)
-        results.append(entry)
-    ok = all(r.get("check", {}).get("ok", True) for r in results)
+            checked = check_target(spec, target, root, files, lambda t=target: generator(t)(spec))
+            _conform(checked, target, root, source, spec)
+        results.append(Generated(target, root, sorted(files), checked))
+    ok = all(r.check is None or r.check.ok for r in results)
     if report:
         _write_reports(report, spec, results)
     if as_json:
-        emit_json({"spec": spec.name, "ok": ok, "targets": results})
+        emit_json({"spec": spec.name, "ok": ok, "targets": [r.as_dict() for r in results]})
     else:
         _print(spec, results)
     raise SystemExit(0 if ok else 1)
 
 
-def _conform(check: dict, target: str, root: Path, source: str, spec: ModelSpec) -> None:
+@dataclass
+class Generated:
+    """One target's generated folder and, with --check, its checks (typed until written out)."""
+
+    target: str
+    root: Path
+    files: list[str]
+    check: TargetCheck | None
+
+    def as_dict(self) -> dict:
+        return {"target": self.target, "dir": str(self.root), "files": self.files,
+                **({"check": self.check.as_dict()} if self.check is not None else {})}  # fmt: skip
+
+
+def _conform(check: TargetCheck, target: str, root: Path, source: str, spec: ModelSpec) -> None:
     """Where the source is a checkpoint folder and the target's framework peer is installed, the framework itself
     judges the adapter (dayone.conform, world size 1; `integrate conform` runs more)."""
     from dayone.conform import peers
@@ -81,40 +100,39 @@ def _conform(check: dict, target: str, root: Path, source: str, spec: ModelSpec)
     ):
         return
     report = conform_target(target, root, Path(source), spec, (1,))
-    check["conform"] = report
+    check.conform = report
     if not passed(report):
-        check["ok"] = False
         run = report["runs"][0]
         failed = next(f"{lv}: {e['detail']}" for lv, e in run["levels"].items() if e["status"] == "fail")
-        check["problems"]["conform"] = [failed]
+        check.problems["conform"] = [failed]  # a problem: the check is no longer ok
 
 
-def _write_reports(path: Path, spec: ModelSpec, results: list[dict]) -> None:
+def _write_reports(path: Path, spec: ModelSpec, results: list[Generated]) -> None:
     from dayone.core.atomic import write_atomic
     from dayone.dashboard.reports import Report, now
 
     created = now()
     reports = [
-        Report(stage="generate", spec=spec.name, target=r["target"], created=created,
-               status="pass" if r.get("check", {}).get("ok", True) else "fail",
-               details={"files": r["files"], **({"check": r["check"]} if "check" in r else {})})
+        Report(stage="generate", spec=spec.name, target=r.target, created=created,
+               status="pass" if r.check is None or r.check.ok else "fail",
+               details={"files": r.files, **({"check": r.check.as_dict()} if r.check is not None else {})})
         for r in results
     ]  # fmt: skip
     write_atomic(path, "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in reports) + "\n]\n")
 
 
-def _print(spec: ModelSpec, results: list[dict]) -> None:
+def _print(spec: ModelSpec, results: list[Generated]) -> None:
     for r in results:
-        console.print(f"[bold]{r['target']}[/]: {len(r['files'])} files in {r['dir']}")
-        c = r.get("check")
+        console.print(f"[bold]{r.target}[/]: {len(r.files)} files in {r.root}")
+        c = r.check
         if c is None:
             continue
-        verdict = "[green]ok[/]" if c["ok"] else "[red]FAIL[/]"
+        verdict = "[green]ok[/]" if c.ok else "[red]FAIL[/]"
         console.print(
-            f"  check {verdict}: {c['symbols_checked']} imported symbols and {c['calls_checked']} calls against "
-            f"{', '.join(c['releases'])}; byte-compile, ruff, table + model tree, determinism"
+            f"  check {verdict}: {c.symbols} imported symbols and {c.calls} calls against "
+            f"{', '.join(c.releases)}; byte-compile, ruff, table + model tree, determinism"
         )
-        for kind, problems in c["problems"].items():
+        for kind, problems in c.problems.items():
             for problem in problems[:20]:
                 console.print(f"  [red]{kind}[/] {problem}", markup=True, highlight=False)
 

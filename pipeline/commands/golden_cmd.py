@@ -20,6 +20,8 @@ def golden(checkpoint: str, tokens: str | None, tier: str, output: Path, spec_ar
     """Write input_ids, fp32 logits and log-probs of CHECKPOINT (TIER, streamed layer by layer) to OUTPUT."""
     import torch
     from dayone.adapters.model import TIERS
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.core.errors import InputError
     from dayone.validate.golden import write_golden
     from dayone.validate.source import ShardReader, open_source
@@ -28,7 +30,8 @@ def golden(checkpoint: str, tokens: str | None, tier: str, output: Path, spec_ar
 
     if tier not in TIERS:
         raise InputError(f"--tier {tier!r}: choose from {', '.join(TIERS)}")
-    source = open_source(checkpoint, spec_arg)
+    opened = open_checkpoint(checkpoint)  # parsed here, once: the library gets the open checkpoint and its spec
+    source = open_source(opened, spec_for_checkpoint(opened, spec_arg))
     spec = source.spec
     ids, _ = parse_tokens(tokens, spec.vocab_size)
     dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")

@@ -56,6 +56,7 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     A stage that did all this machine can but left work not run (conform's forward on a CPU) is "partial": done,
     never "pass". Exit 0 only if every stage passed or is partial (or was skipped on request), 1 otherwise."""
     from dayone.commands.compile_cmd import compiling_process
+    from dayone.commands.validate_cmd import transformers_torch_path
     from dayone.run.lock import hold
 
     if demo == bool(checkpoint):
@@ -67,6 +68,7 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     if not demo and scale != DEMO_SCALE:
         raise InputError("run: --scale is --demo's (a CHECKPOINT has its own widths)")
     compiling_process()  # the compile stage builds real kernels
+    transformers_torch_path()  # the validate stage's reference, where it is transformers
     out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT
     out.mkdir(parents=True, exist_ok=True)
     with hold(out):

@@ -6,6 +6,7 @@ Exit 0 when every metric is within the tolerance table, 1 when one is not, 2 on 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -43,21 +44,41 @@ def validate(
     print_json: bool,
 ) -> None:
     """Validate CHECKPOINT's numbers: CANDIDATE tier vs REFERENCE on fixed token sequences (teacher forcing)."""
-    from dayone.dashboard.reports import Report, write_report
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
+    from dayone.dashboard.reports import write_report
     from dayone.validate import Options
     from dayone.validate import validate as run
     from dayone.validate.report import print_report
 
-    options = Options(reference, tokens, candidate, routing, reload_check, device, spec_arg, kernels)
-    report = run(checkpoint, options)
-    if "details" in report:  # rank 0 (or the only rank)
+    options = Options(reference=reference, tokens=tokens, candidate=candidate, routing=routing,
+                      reload_check=reload_check, device=device, kernels=kernels)  # fmt: skip
+    transformers_torch_path()
+    # The arguments are parsed here, once: the library gets the open checkpoint and its spec, not their names.
+    opened = open_checkpoint(checkpoint)
+    verdict = run(opened, spec_for_checkpoint(opened, spec_arg), options)
+    report = verdict.report
+    if report is not None:  # rank 0 (or the only rank)
         if json_file is not None:
-            write_report(json_file, Report.model_validate(report))
+            write_report(json_file, report)
         if print_json:
-            emit_json(report)
+            emit_json(report.model_dump(mode="json"))
         else:
             print_report(report)
-    raise SystemExit(0 if report["status"] == "pass" else 1)
+    raise SystemExit(0 if verdict.status == "pass" else 1)
+
+
+def transformers_torch_path() -> None:
+    """Make transformers, when the reference imports it, take its own torch path: hub kernels (and fla through them)
+    are not the oracle. transformers reads USE_HUB_KERNELS once, at import, so this is done at the entry of the
+    commands that validate (`validate`, `run`), before anything imports it; never inside the library. An explicit
+    setting is left alone, and the command gives the environment back when its click context closes."""
+    if "USE_HUB_KERNELS" in os.environ:
+        return
+    os.environ["USE_HUB_KERNELS"] = "NO"
+    context = click.get_current_context(silent=True)
+    if context is not None:
+        context.call_on_close(lambda: os.environ.pop("USE_HUB_KERNELS", None))
 
 
 COMMAND = validate

@@ -130,12 +130,12 @@ def plan_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.spec.planner import make_plan
 
-        plan = make_plan(ctx.widths, ctx.gpu, ctx.gpus).as_dict()
-        _dump(workdir / "plan.json", plan)
-        fits = "fits" if plan["fits"] else f"needs {plan['min_gpus']} GPUs"
+        plan = make_plan(ctx.widths, ctx.gpu, ctx.gpus)
+        _dump(workdir / "plan.json", plan.as_dict())
+        fits = "fits" if plan.fits else f"needs {plan.min_gpus} GPUs"
         return StageResult(
             "pass",
-            f"{ctx.gpus} x {ctx.gpu}{ctx.widths_note()}: {fits}, {plan['decode_bound_tokens_per_s']:.0f} tok/s bound",
+            f"{ctx.gpus} x {ctx.gpu}{ctx.widths_note()}: {fits}, {plan.decode_bound_tokens_per_s:.0f} tok/s bound",
         )
 
     return Stage(
@@ -154,11 +154,11 @@ def generate_stage(ctx: RunContext) -> Stage:
             files = generator(target)(ctx.spec)
             root = workdir / target
             common.write_tree(root, files)
-            check = check_target(ctx.spec, target, root, files, lambda t=target: generator(t)(ctx.spec)).as_dict()
-            status = PASS if check["ok"] else FAIL
-            if not check["ok"]:
+            check = check_target(ctx.spec, target, root, files, lambda t=target: generator(t)(ctx.spec))
+            status = PASS if check.ok else FAIL
+            if not check.ok:
                 failed.append(target)
-            ctx.report(workdir, "generate", status, {"files": sorted(files), "check": check}, target=target)
+            ctx.report(workdir, "generate", status, {"files": sorted(files), "check": check.as_dict()}, target=target)
         status = FAIL if failed else PASS
         summary = f"{', '.join(ctx.targets)}" + (f"; check failed: {', '.join(failed)}" if failed else "; checked")
         return StageResult(status, summary, {"targets": list(ctx.targets)})
@@ -273,10 +273,13 @@ def validate_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.validate import Options, validate
 
-        # The run's checkpoint and spec as they are, not re-read from their files.
-        report = Report.model_validate({**validate(ctx.checkpoint, Options(), spec=ctx.spec), "created": ctx.created})
-        report.details.pop("seconds", None)  # timings vary between runs; the stage's files must not
-        report.details["checkpoint"] = ctx.checkpoint_identity
+        # The run's checkpoint and spec as they are, not re-read from their files; the Report as validate made it.
+        found = validate(ctx.checkpoint, ctx.spec, Options()).report
+        assert found is not None  # one process: its only rank holds the report
+        # At the run's time, the checkpoint named by its identity (no local path), without timings (they vary
+        # between runs; the stage's files must not).
+        details = {k: v for k, v in found.details.items() if k != "seconds"} | {"checkpoint": ctx.checkpoint_identity}
+        report = Report(**(dict(found) | {"created": ctx.created, "details": details}))  # UTC, redacted, as any report
         (workdir / "report-validate.json").write_text(report.model_dump_json(indent=2) + "\n")
         # The engines' own numerics need their GPU kernels: say so in each target's cell instead of leaving it blank.
         for target in ctx.targets:

@@ -246,7 +246,6 @@ def transformers_refusal(root: Path) -> str | None:
 def _load_transformers(root: Path) -> tuple[torch.nn.Module, str | None]:
     """transformers' KimiLinearForCausalLM from root in fp32, and what its loading info says it did not load whole
     (transformers_refusal), or None."""
-    os.environ.setdefault("USE_HUB_KERNELS", "NO")  # its torch path: hub kernels (and fla) are not the oracle
     import logging
 
     import transformers
@@ -279,7 +278,8 @@ def _load_transformers(root: Path) -> tuple[torch.nn.Module, str | None]:
 
 @torch.no_grad()
 def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Capture points of transformers' forward over ids [B, T], packed [B*T, ...] like ours."""
+    """Capture points of transformers' forward over ids [B, T], packed [B*T, ...] like ours. Its torch path is the
+    oracle: the commands that validate set USE_HUB_KERNELS=NO at their entry (validate_cmd.transformers_torch_path)."""
     hf, refusal = _load_transformers(root)
     if refusal is not None:
         raise InputError(f"{root}: {refusal} (use --reference naive)")

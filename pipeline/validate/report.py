@@ -77,7 +77,7 @@ def _unreplayed_failure(block: dict) -> dict:
             "tolerance": tolerance}  # fmt: skip
 
 
-def build_report(spec, source, results: list, meta: dict) -> dict:
+def build_report(spec, source, results: list, meta: dict) -> Report:
     checks = [c for r in results for c in r.checks]
     logprobs = next((r.logprobs for r in reversed(results) if r.logprobs is not None), None)
 
@@ -120,15 +120,14 @@ def build_report(spec, source, results: list, meta: dict) -> dict:
         },
         "seconds": seconds,
     }
-    report = Report(
+    return Report(
         stage="validate", spec=spec.name, target="reference", status="fail" if first else "pass", created=now(),
         details=details,
     )  # fmt: skip
-    return report.model_dump(mode="json")
 
 
-def print_report(report: dict) -> None:
-    d = report["details"]
+def print_report(report: Report) -> None:
+    d = report.details
     tokens = d["tokens"]
     console.print(
         f"[bold]{d['checkpoint']}[/]: {d['candidate']} tier vs {d['reference']} "

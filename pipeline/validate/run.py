@@ -21,6 +21,7 @@ from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core.errors import InputError
+from dayone.dashboard.reports import Report
 from dayone.spec.schema import ModelSpec
 from dayone.validate import distributed
 from dayone.validate.floor import FLOOR_TIER, figures
@@ -52,8 +53,23 @@ class Options:
     routing: str = "replay"  # replay: the candidate uses the reference's experts; own: its own choice
     reload_check: bool = True
     device: str = "auto"  # auto | cpu | cuda
-    spec_arg: str | None = None
     kernels: str = "auto"  # the fast tier's kernels: auto (Triton on a GPU, torch on a CPU) | triton | torch
+
+    def __post_init__(self) -> None:
+        # Checked where the options are made (the command's entry), before a checkpoint is opened.
+        if self.candidate not in TIERS:
+            raise InputError(f"--candidate {self.candidate!r}: choose from {', '.join(TIERS)}")
+        if self.routing not in ROUTINGS:
+            raise InputError(f"--routing {self.routing!r}: choose from {', '.join(ROUTINGS)}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What validate() returns on each rank: the status, which every rank shares, and the report, which rank 0 (or
+    the only rank) holds; the other ranks of a torchrun hold None."""
+
+    status: str  # pass | fail
+    report: Report | None = None
 
 
 @dataclass
@@ -80,19 +96,13 @@ class Track:
     batch: Batch | None = None
 
 
-def validate(checkpoint: str | Checkpoint, options: Options, spec: ModelSpec | None = None) -> dict:
-    """Run the validation of `checkpoint` (a folder or Hub id, or one already open) against `spec` (default:
-    options.spec_arg, else derived from its config.json); returns the report (a dashboard Report as a dict) on rank
-    0, {"status": ...} elsewhere."""
-    if options.candidate not in TIERS:
-        raise InputError(f"--candidate {options.candidate!r}: choose from {', '.join(TIERS)}")
-    if options.routing not in ROUTINGS:
-        raise InputError(f"--routing {options.routing!r}: choose from {', '.join(ROUTINGS)}")
+def validate(checkpoint: Checkpoint, spec: ModelSpec, options: Options) -> Verdict:
+    """Validate the open `checkpoint` against `spec`, both as the caller parsed them at its entry (neither is opened
+    or derived again here); the Verdict holds the report (a dashboard Report, stage "validate") on rank 0."""
     ranks = distributed.init(options.device)
     ok = False
     try:
-        source = open_source(checkpoint, spec or options.spec_arg)
-        spec = source.spec
+        source = open_source(checkpoint, spec)
         kind = resolve_reference(options.reference, source)
         golden = load_golden(kind, spec.vocab_size) if kind.startswith("golden:") else None
         if golden is not None:
@@ -143,9 +153,9 @@ def validate(checkpoint: str | Checkpoint, options: Options, spec: ModelSpec | N
                     "ranks": ranks.world,
                 },
             )
-        status = distributed.broadcast(report["status"] if report else None, ranks)
+        status = distributed.broadcast(report.status if report is not None else None, ranks)
         ok = True
-        return report if report is not None else {"status": status}
+        return Verdict(status, report)
     finally:
         distributed.finish(ranks, ok)
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from dayone.checkpoint import check_coverage, open_checkpoint
+from dayone.checkpoint import check_coverage
 from dayone.checkpoint.reader import Checkpoint
-from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.core.errors import InputError
 from dayone.spec.manifest import Manifest, build_manifest
 from dayone.spec.schema import ModelSpec
@@ -53,14 +52,10 @@ class Source:
         return self.checkpoint.source or str(self.checkpoint.root)
 
 
-def open_source(checkpoint: str | Checkpoint, spec: ModelSpec | str | None = None) -> Source:
-    """A checkpoint (a folder or Hub id, or one the caller already opened) and its spec (a ModelSpec, a spec NAME or
-    FILE, or derived from config.json); a checkpoint that does not hold exactly the spec's tensors (names, shapes,
-    dtypes) is bad input, named by its first problem."""
-    if not isinstance(checkpoint, Checkpoint):
-        checkpoint = open_checkpoint(checkpoint)
-    if not isinstance(spec, ModelSpec):
-        spec = spec_for_checkpoint(checkpoint, spec)
+def open_source(checkpoint: Checkpoint, spec: ModelSpec) -> Source:
+    """An open checkpoint and its spec, as the caller's entry parsed them (a command opens CHECKPOINT and takes its
+    spec from --spec or config.json once; `integrate run` hands over its own); a checkpoint that does not hold exactly
+    the spec's tensors (names, shapes, dtypes) is bad input, named by its first problem."""
     manifest = build_manifest(spec)
     coverage = check_coverage(manifest, checkpoint)
     if not coverage.ok and not (coverage.missing_count or coverage.mismatched_count):

@@ -16,6 +16,7 @@ from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.run import stages as S
 from dayone.spec.registry import load_spec
 from dayone.synth import scaled_spec, write_synthetic
+from reparse_guard import forbid_reparsing
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -35,20 +36,50 @@ def context(checkpoint: Path, out: Path, name: str | None = None) -> S.RunContex
     return S.RunContext(ckpt, spec, out, CREATED, ("sglang",), ("sm_90",))
 
 
-def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path):
+def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path, monkeypatch):
     # No OUT/stages/spec/spec.yaml exists, and the spec carries a name config.json cannot give: the stage can only
     # pass, under that name, if it hands validate the RunContext's objects.
     ctx = context(tiny, tmp_path / "out", name="renamed-stand-in")
     workdir = tmp_path / "work"
     workdir.mkdir()
+    called = forbid_reparsing(monkeypatch)  # and it may not open the checkpoint or make a spec again
     result = S.validate_stage(ctx).run(workdir)
-    assert result.status == "pass", result.summary
+    assert not called and result.status == "pass", (called, result.summary)
     report = json.loads((workdir / "report-validate.json").read_text())
     assert report["spec"] == "renamed-stand-in"
     assert report["created"].startswith("2026-01-02T03:04:05")
     assert report["details"]["checkpoint"] == ctx.checkpoint_identity
     assert "seconds" not in report["details"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("stage", ["spec", "coverage", "plan", "validate"])
+def test_stages_read_nothing_again(stage, tiny, tmp_path, monkeypatch):
+    """Each stage works from the RunContext's objects: with every path- and name-based loader raising, it runs."""
+    ctx = context(tiny, tmp_path / "out")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    called = forbid_reparsing(monkeypatch)
+    result = getattr(S, f"{stage}_stage")(ctx).run(workdir)
+    assert not called, called
+    assert result.status == "pass", result.summary
+
+
+def test_validate_returns_a_typed_report_of_the_objects_it_is_given(tiny, monkeypatch):
+    """validate() takes the open Checkpoint and the ModelSpec (never a path or a spec name to read again) and returns
+    a Verdict holding the dashboard Report itself, not a dict for the caller to parse."""
+    from dayone.dashboard.reports import Report
+    from dayone.validate import Options, Verdict, validate
+
+    checkpoint = open_checkpoint(str(tiny))
+    spec = spec_for_checkpoint(checkpoint, None).model_copy(update={"name": "given-spec"})
+    called = forbid_reparsing(monkeypatch)
+    verdict = validate(checkpoint, spec, Options(reference="naive", tokens="1,2,3,4", reload_check=False))
+    assert not called, called
+    assert isinstance(verdict, Verdict) and isinstance(verdict.report, Report)
+    assert (verdict.report.stage, verdict.report.spec, verdict.report.target) == ("validate", "given-spec", "reference")
+    assert verdict.status == verdict.report.status == "pass", verdict.report.details["first_failure"]
+    assert verdict.report.details["checkpoint"] == str(tiny)  # the Checkpoint's own source, as opened
 
 
 def test_compile_stage_leaves_the_process_environment_alone(tiny, tmp_path, monkeypatch):
@@ -91,3 +122,40 @@ def test_the_commands_that_compile_drop_the_interpreter_at_their_entry(command, 
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert seen == [None]
     assert os.environ.get("TRITON_INTERPRET") == "1"  # given back when the command ends (an in-process caller's)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_the_commands_that_validate_choose_transformers_torch_path_at_their_entry(command, tiny, tmp_path, monkeypatch):
+    """USE_HUB_KERNELS=NO (transformers' own torch path is the oracle, not hub kernels) is set by `validate` and `run`
+    before any work, as their entry parses CHECKPOINT once into the objects the library gets; it is given back when
+    the command ends, and an explicit setting is kept."""
+    import dayone.validate
+    from dayone.checkpoint.reader import Checkpoint
+    from dayone.commands import run_cmd, validate_cmd
+    from dayone.spec.schema import ModelSpec
+    from dayone.validate import Verdict
+
+    seen = []
+
+    def validating(checkpoint, spec, options):
+        seen.append(
+            (os.environ.get("USE_HUB_KERNELS"), isinstance(checkpoint, Checkpoint), isinstance(spec, ModelSpec))
+        )
+        return Verdict("pass")
+
+    def running(*args, **kwargs):
+        seen.append((os.environ.get("USE_HUB_KERNELS"), True, True))
+        return {"ok": True}, {}
+
+    monkeypatch.setattr(dayone.validate, "validate", validating)
+    monkeypatch.setattr(run_cmd, "_run", running)
+    main = validate_cmd.COMMAND if command == "validate" else run_cmd.COMMAND
+    args = [str(tiny)] if command == "validate" else [str(tiny), "-o", str(tmp_path / "run")]
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert seen == [("NO", True, True)]
+    assert "USE_HUB_KERNELS" not in os.environ  # given back when the command ends (an in-process caller's)
+    monkeypatch.setenv("USE_HUB_KERNELS", "YES")  # the user's own choice stands
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert seen[-1][0] == "YES" and os.environ["USE_HUB_KERNELS"] == "YES"

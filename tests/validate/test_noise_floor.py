@@ -8,9 +8,10 @@ On a K3 whose routers tie within bf16 resolution, the fast tier's un-replayed lo
 from __future__ import annotations
 
 import pytest
-from dayone.validate import Options, validate
+from dayone.validate import Options
 from dayone.validate.floor import FLOOR_K
 from near_tied import near_tied_k3
+from validate_fixtures import validated
 
 TOKENS = None  # the built-in 2 x 72 tokens: enough positions for a top-1 fraction to mean something
 
@@ -25,7 +26,7 @@ def _logits_e2e(report: dict) -> dict:
 
 
 def test_near_tied_routers_are_noise_not_a_bug(near_tied):
-    report = validate(str(near_tied), Options(reference="naive", tokens=TOKENS, reload_check=False))
+    report = validated(near_tied, Options(reference="naive", tokens=TOKENS, reload_check=False))
     d = report["details"]
     u = d["unreplayed"]
     # the routers do tie: the fast tier's own choices differ from the reference's well beyond an ordinary K3's ~1%
@@ -64,10 +65,11 @@ def test_near_tied_routers_are_noise_not_a_bug(near_tied):
     assert {"candidate_rel_rms", "floor_rel_rms", "candidate_topk_agreement", "floor_topk_agreement"} <= set(layers[1])
     assert d["seconds"]["floor"] > 0
     # the human report gives both end-to-end views and the floor
+    from dayone.dashboard.reports import Report
     from dayone.validate import report as rendering
 
     with rendering.console.capture() as captured:
-        rendering.print_report(report)
+        rendering.print_report(Report.model_validate(report))
     text = " ".join(captured.get().split())
     assert "end to end, routing replayed: logits rel_rms" in text
     assert f"(floor {f['logits_rel_rms']:.3e})" in text and "bound max(table, 2 x floor) ok" in text
@@ -77,7 +79,7 @@ def test_routing_own_is_the_strict_mode(near_tied):
     """--routing own: the candidate routes itself in every run, the layer-local one included, and the table judges
     that (red here: the flips move the routed experts' sum); the un-replayed view is then the main end-to-end run
     itself, still within the floor."""
-    report = validate(str(near_tied), Options(reference="naive", routing="own", tokens=TOKENS, reload_check=False))
+    report = validated(near_tied, Options(reference="naive", routing="own", tokens=TOKENS, reload_check=False))
     d = report["details"]
     assert d["routing"] == "own" and report["status"] == "fail"
     first = d["first_failure"]
@@ -96,7 +98,7 @@ def _plant(monkeypatch, factor: float) -> None:
 
 def test_a_wrong_sign_fails_replayed_and_against_the_floor(near_tied, monkeypatch):
     _plant(monkeypatch, -1.0)
-    report = validate(str(near_tied), Options(reference="naive", tokens=TOKENS, reload_check=False))
+    report = validated(near_tied, Options(reference="naive", tokens=TOKENS, reload_check=False))
     d = report["details"]
     u = d["unreplayed"]
     assert report["status"] == "fail"
@@ -117,7 +119,7 @@ def test_a_ten_percent_error_hides_under_the_floor_but_not_under_replay(near_tie
     """What the floor is not for: an op 10% off moves the un-replayed figures less than the near-ties do (within
     k x the floor), and the layer-local and replayed comparisons are what flag it."""
     _plant(monkeypatch, 1.1)
-    report = validate(str(near_tied), Options(reference="naive", tokens=TOKENS, reload_check=False))
+    report = validated(near_tied, Options(reference="naive", tokens=TOKENS, reload_check=False))
     d = report["details"]
     assert report["status"] == "fail"
     first = d["first_failure"]

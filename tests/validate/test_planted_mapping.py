@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 from dayone.adapters.weightmap import layouts
 from dayone.core.errors import InputError
-from dayone.validate import Options, validate
+from dayone.validate import Options
 from model_fixtures import write_kimi_linear
+from validate_fixtures import validated
 
 TOKENS = "5,9,2,77,31,8,60,4"
 
@@ -22,9 +23,7 @@ def kimi_linear(tmp_path_factory):
 
 
 def _validate(path, candidate):
-    return validate(
-        str(path), Options(reference="transformers", candidate=candidate, tokens=TOKENS, reload_check=False)
-    )
+    return validated(path, Options(reference="transformers", candidate=candidate, tokens=TOKENS, reload_check=False))
 
 
 def test_unplanted_table_passes(kimi_linear):

@@ -18,8 +18,7 @@ from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
 from dayone.synth import scaled_spec, write_synthetic
 from dayone.validate.references import resolve_reference
-from dayone.validate.source import open_source
-from validate_fixtures import ONE_THREAD
+from validate_fixtures import ONE_THREAD, source_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
@@ -49,7 +48,7 @@ def variants(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_supported_spec_is_judged_by_transformers(variants):
-    source = open_source(str(variants["supported"]))
+    source = source_of(variants["supported"])
     assert source.checkpoint.config["model_type"] == "kimi_linear"
     assert resolve_reference("auto", source) == "transformers"
     assert source.reference_note is None
@@ -58,7 +57,7 @@ def test_supported_spec_is_judged_by_transformers(variants):
 
 @pytest.mark.parametrize("name", UNSUPPORTED)
 def test_unsupported_feature_switches_to_naive(variants, name, capsys):
-    source = open_source(str(variants[name]))
+    source = source_of(variants[name])
     assert source.checkpoint.config["model_type"] == "kimi_linear"
     assert resolve_reference("auto", source) == "naive"
     expected = f"transformers' kimi_linear {UNSUPPORTED[name][1]}: judged against the naive reference"
@@ -69,7 +68,7 @@ def test_unsupported_feature_switches_to_naive(variants, name, capsys):
 @pytest.mark.parametrize("name", UNSUPPORTED)
 def test_explicit_transformers_on_unsupported_spec_is_refused(variants, name):
     with pytest.raises(InputError, match="use --reference naive") as err:
-        resolve_reference("transformers", open_source(str(variants[name])))
+        resolve_reference("transformers", source_of(variants[name]))
     assert UNSUPPORTED[name][1] in str(err.value)
 
 
@@ -110,7 +109,7 @@ def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypa
     transformers not installed; not where it takes transformers (test_supported_spec_is_judged_by_transformers)."""
     k3 = tmp_path / "k3"
     write_synthetic(scaled_spec(load_spec("kimi-k3"), "tiny", 4), k3, seed=0)
-    source = open_source(str(k3))
+    source = source_of(k3)
     assert resolve_reference("auto", source) == "naive"
     assert (
         source.reference_note == "transformers implements no model_type 'kimi_k3': judged against the naive reference"
@@ -119,7 +118,7 @@ def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypa
     from dayone.validate import references
 
     monkeypatch.setattr(references, "transformers_available", lambda: False)
-    source = open_source(str(variants["supported"]))
+    source = source_of(variants["supported"])
     assert resolve_reference("auto", source) == "naive"
     assert source.reference_note == "transformers is not installed: judged against the naive reference"
 
@@ -135,3 +134,16 @@ def test_transformers_takes_a_checkpoint_without_shared_experts_or_correction_bi
     write_synthetic(spec, tmp_path / "bare-router", seed=0)
     caps = run_transformers(tmp_path / "bare-router", torch.tensor([[1, 2, 3, 4]]))
     assert caps["logits"].shape == (4, spec.vocab_size) and torch.isfinite(caps["logits"]).all()
+
+
+def test_transformers_reference_leaves_the_environment_alone(variants, monkeypatch):
+    """The library does not set USE_HUB_KERNELS for itself: the commands that validate choose transformers' torch
+    path at their entry (tests/run/test_stage_calls.py). (torch itself may set its own cache variables on import.)"""
+    import os
+
+    from dayone.validate.references import run_transformers
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    caps = run_transformers(variants["supported"], torch.tensor([[1, 2, 3, 4]]))
+    assert torch.isfinite(caps["logits"]).all()
+    assert "USE_HUB_KERNELS" not in os.environ

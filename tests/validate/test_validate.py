@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 from cli_runner import integrate
-from dayone.validate import Options, validate
-from validate_fixtures import ONE_THREAD
+from dayone.validate import Options
+from validate_fixtures import ONE_THREAD, validated
 
 
 def _e2e(report: dict, capture: str) -> dict:
@@ -49,7 +49,7 @@ def test_tiny_k3_validates_green_end_to_end(k3_tiny, tmp_path):
 def test_reference_tier_against_transformers(kimi_linear_dir):
     """transformers' KimiLinearForCausalLM (fp32, eval) on the checkpoint it wrote: the reference tier within 1e-4
     max-abs at every capture point it exposes, judged by the fp32_oracle row."""
-    report = validate(str(kimi_linear_dir), Options(reference="auto", candidate="reference", tokens="5,9,2,77,31,8,60,4",
+    report = validated(kimi_linear_dir, Options(reference="auto", candidate="reference", tokens="5,9,2,77,31,8,60,4",
                                                     reload_check=False))  # fmt: skip
     d = report["details"]
     assert d["reference"] == "transformers" and d["comparison"] == "fp32_oracle"
@@ -62,7 +62,7 @@ def test_reference_tier_against_transformers(kimi_linear_dir):
 
 
 def test_fast_tier_against_transformers(kimi_linear_dir):
-    report = validate(str(kimi_linear_dir), Options(reference="transformers", tokens="5,9,2,77,31,8,60,4,13,1"))
+    report = validated(kimi_linear_dir, Options(reference="transformers", tokens="5,9,2,77,31,8,60,4,13,1"))
     d = report["details"]
     assert report["status"] == "pass", d["first_failure"]
     assert d["comparison"] == "bf16" and d["reload"]["identical"]
@@ -75,7 +75,7 @@ def test_first_break_is_named(k3_13, monkeypatch):
 
     absorbed = MLA._absorbed
     monkeypatch.setattr(MLA, "_absorbed", lambda self, q, keys, past: absorbed(self, q, keys, past) * 1.1)
-    report = validate(str(k3_13), Options(reference="naive", tokens="4,8,15,16,23,42", reload_check=False))
+    report = validated(k3_13, Options(reference="naive", tokens="4,8,15,16,23,42", reload_check=False))
     first = report["details"]["first_failure"]
     assert report["status"] == "fail"
     assert (first["layer"], first["capture"], first["tolerance"]) == (3, "attn_out", "bf16_model")
@@ -96,7 +96,7 @@ def test_reload_check_catches_a_stale_derived_tensor(k3_13, monkeypatch):
 
     monkeypatch.setattr(WeightLoader, "load_layer", load_layer)
     monkeypatch.setattr("dayone.validate.streamed.StreamedModel._free", staticmethod(lambda part: None))
-    report = validate(str(k3_13), Options(reference="naive", tokens="4,8,15,16,23,42"))
+    report = validated(k3_13, Options(reference="naive", tokens="4,8,15,16,23,42"))
     d = report["details"]
     assert report["status"] == "fail" and not d["reload"]["identical"]
     assert d["first_failure"]["capture"] == "reload" and d["first_failure"]["layer"] == "layers.0"
@@ -116,9 +116,9 @@ def test_golden_round_trip(k3_13, k3_13_other_seed, tmp_path, tokens_file):
         assert torch.allclose(f.get_tensor("logprobs"), torch.log_softmax(logits, -1))
         assert "routes.layers.1.topk_ids" in list(f.keys())
     assert meta["tier"] == "reference" and meta["spec"] == "kimi-k3-13" and meta["dayone_version"]
-    same = validate(str(k3_13), Options(reference=f"golden:{golden}", candidate="reference", reload_check=False))
+    same = validated(k3_13, Options(reference=f"golden:{golden}", candidate="reference", reload_check=False))
     assert same["status"] == "pass" and _e2e(same, "logits")["max_abs"] == 0.0
-    fast = validate(str(k3_13), Options(reference=f"golden:{golden}"))
+    fast = validated(k3_13, Options(reference=f"golden:{golden}"))
     assert fast["status"] == "pass", fast["details"]["first_failure"]
     assert fast["details"]["comparison"] == "bf16" and fast["details"]["tokens"]["length"] == 12
     other = integrate("validate", k3_13_other_seed, "--reference", f"golden:{golden}", "--no-reload-check",
@@ -132,6 +132,6 @@ def test_synthetic_kimi_linear_against_transformers(tmp_path, candidate):
     from validate_fixtures import synthetic
 
     path = synthetic(tmp_path / "kl", "kimi-linear-48b-a3b")
-    report = validate(str(path), Options(candidate=candidate, tokens="1,2,3,250,7,7,9", reload_check=False))
+    report = validated(path, Options(candidate=candidate, tokens="1,2,3,250,7,7,9", reload_check=False))
     assert report["details"]["reference"] == "transformers"
     assert report["status"] == "pass", report["details"]["first_failure"]

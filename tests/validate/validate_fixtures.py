@@ -16,3 +16,30 @@ def synthetic(path: Path, spec_name: str, layers: int | None = None, seed: int =
 
     write_synthetic(scaled_spec(load_spec(spec_name), "tiny", layers), path, seed=seed)
     return path
+
+
+def opened(path: Path, spec_arg: str | None = None):
+    """A checkpoint and its spec as `integrate validate` parses them at its entry: opened once, the spec from --spec
+    or derived from config.json."""
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
+
+    checkpoint = open_checkpoint(str(path))
+    return checkpoint, spec_for_checkpoint(checkpoint, spec_arg)
+
+
+def validated(path: Path, options, spec_arg: str | None = None) -> dict:
+    """`validate` called as the command calls it, the report in the JSON form the command writes (what the
+    dashboard and the release workflow read)."""
+    from dayone.validate import validate
+
+    report = validate(*opened(path, spec_arg), options).report
+    assert report is not None  # one process: its only rank holds the report
+    return report.model_dump(mode="json")
+
+
+def source_of(path: Path):
+    """validate's Source for a checkpoint folder (opened, its spec derived from config.json, coverage checked)."""
+    from dayone.validate.source import open_source
+
+    return open_source(*opened(path))
