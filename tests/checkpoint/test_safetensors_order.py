@@ -226,6 +226,18 @@ def test_inspect_proves_it_with_no_json_parsed_per_entry_and_the_index_read_once
     assert json.loads(report.out)["tensors"] == len(manifest) and json.loads(report.out)["ok"]
 
 
+def test_shards_holding_runs_out_of_file_order_are_proven(tmp_path, tiny_k3, monkeypatch):
+    """The files hold the manifest's runs in reverse: no shard's run follows its predecessor's in a worker, so each is
+    found from its own names; still no bulk parse and no full check."""
+    spec, manifest = tiny_k3
+    shards = [as_rows(shard) for shard in plan_shards(manifest.tensors, 12)][::-1]
+    root = library_release(tmp_path / "reversed", to_hf_config(spec), shards)
+    monkeypatch.setattr(header_scan, "parse_header_bytes", lambda *_: pytest.fail("a shard left the byte proof"))
+    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
+    result, proven = scan_coverage(manifest, open_local(root, read_headers=False))
+    assert result.ok and min(s.first_at for s in proven) == 0 and proven[0].first_at > proven[-1].first_at
+
+
 def resave(root: Path, file: str, change) -> None:
     """Shard `file` written again by the library with `change` applied to its {name: tensor} dict."""
     from safetensors.torch import load_file
