@@ -64,9 +64,11 @@ def listed_names(text: str, start: int) -> list[str]:
     return _LISTED_NAME.findall(text, start)
 
 
-# The safetensors library's Dtype enum in declaration order ("increasing alignment", safetensors/src/tensor.rs; the same
-# in 0.8.0, installed here): `prepare` sorts a shard's tensors by it descending, then by name (bytewise, as Python
-# orders str), and lays their data out in that order. tests/checkpoint checks it against files the library writes.
+# The safetensors library's Dtype enum in declaration order ("increasing alignment"; safetensors/src/tensor.rs, the same
+# at v0.8.0-rc.0 and on main; 0.8.0 is installed here): `prepare` sorts a shard's tensors by it descending, then by
+# name (bytewise, as Python orders str), lays their data out in that order, serializes __metadata__ first (its keys in
+# hash-map order) and pads the header with spaces to a multiple of 8 bytes. tests/checkpoint checks this against files
+# the installed library writes.
 SAFETENSORS_DTYPE_ORDER = (
     "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
     "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64",
