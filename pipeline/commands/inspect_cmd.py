@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from collections import Counter
 
@@ -31,6 +32,9 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
         spec = spec_for_checkpoint(ckpt, spec_arg)
         manifest = build_manifest(spec)
         coverage, shards = scan_coverage(manifest, ckpt)
+        # What exists now (modules, spec, manifest, the checkpoint) lives until exit and forms no garbage: frozen, no
+        # later collection scans it again, nor the one at interpreter shutdown (0.03-0.06 s CPU on the K3 skeleton).
+        gc.freeze()
 
     by_dtype: Counter[str] = Counter()
     for shard in shards:
