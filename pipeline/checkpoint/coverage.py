@@ -122,18 +122,20 @@ def listing_alongside(index_path: Path, expected: Expected) -> Forked | None:
 def check_listed(results: list[ShardComparison], listing: Listing | None, index_path: Path) -> None:
     """Each proven shard's index check from the index read once: its names (sent sorted, or those of its placed
     fragment) are exactly the names listed for its file. A shard the full check compared (index None) stays unproven."""
-    index = IndexText(index_path)
+    index: IndexText | None = None  # mapped only for a placed fragment's names
     try:
         for r in results:
             if r.index is None:
                 continue
             text = r.names_text
             if text is None and r.index.placement is not None:
+                index = index or IndexText(index_path)
                 text = index.fragment_names_text(r.index.placement)
             agrees = listing is not None and text is not None and listing.texts.get(r.file) == text
             r.index = IndexCheck(r.index.placement, agrees, listing is not None and listing.keys_distinct)
     finally:
-        index.close()
+        if index is not None:
+            index.close()
 
 
 def held_once_where_listed(results: list[ShardComparison], expected: Expected, indexed: bool) -> bool:

@@ -15,14 +15,19 @@ import torch
 from cli_runner import assert_bad_input, integrate
 from dayone.checkpoint import coverage, header_scan
 from dayone.checkpoint.coverage import scan_coverage
-from dayone.checkpoint.header_proof import RunChain, prove_header, prove_in_safetensors_order
+from dayone.checkpoint.header_proof import (
+    RunChain,
+    prove_header,
+    prove_in_safetensors_order,
+    prove_written_in_order,
+)
 from dayone.checkpoint.header_scan import compare_entries
 from dayone.checkpoint.header_text import SAFETENSORS_DTYPE_ORDER
 from dayone.checkpoint.index_text import IndexText
 from dayone.checkpoint.index_text import read_listing as coverage_read_listing
 from dayone.checkpoint.reader import INDEX_NAME, open_local
 from dayone.checkpoint.safetensors_header import read_header, read_header_bytes
-from dayone.checkpoint.writer import plan_shards, shard_name
+from dayone.checkpoint.writer import plan_shards, shard_name, write_shard
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import EntryTable, ExpertGroup, Manifest, build_manifest
 from dayone.spec.registry import load_spec
@@ -236,6 +241,26 @@ def test_shards_holding_runs_out_of_file_order_are_proven(tmp_path, tiny_k3, mon
     monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
     result, proven = scan_coverage(manifest, open_local(root, read_headers=False))
     assert result.ok and min(s.first_at for s in proven) == 0 and proven[0].first_at > proven[-1].first_at
+
+
+def test_library_headers_under_dayones_index_are_placed(tmp_path, tiny_k3, monkeypatch):
+    """Half the shards by dayone's writer, half by the library, under an index in manifest order (dayone's): each
+    library shard is proven as the run it holds, so its fragment, in manifest order, is placed too; the index is never
+    read whole."""
+    spec, manifest = tiny_k3
+    shards = list(plan_shards(manifest.tensors, 12))
+    root = library_release(tmp_path / "mixed", to_hf_config(spec), [as_rows(shard) for shard in shards])
+    for i, shard in enumerate(shards[:6]):
+        write_shard(root / shard_name(i, 12), list(shard), None)
+    weight_map = {t.name: shard_name(i, 12) for i, shard in enumerate(shards) for t in shard}
+    (root / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}, indent=2))
+    monkeypatch.setattr(coverage, "read_listing", lambda *_: pytest.fail("the index was read whole"))
+    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
+    result, proven = scan_coverage(manifest, open_local(root, read_headers=False))
+    assert result.ok and all(s.index.placement for s in proven)
+    library_shard = root / shard_name(7, 12)
+    raw, data_start, file_size = read_header_bytes(library_shard)
+    assert prove_written_in_order(raw, file_size - data_start, library_shard, "x", EntryTable(manifest)) is None
 
 
 def resave(root: Path, file: str, change) -> None:
