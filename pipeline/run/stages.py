@@ -89,16 +89,21 @@ def _dump(path: Path, data: object) -> None:
 def spec_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         (workdir / "spec.yaml").write_text(spec_to_yaml(ctx.spec))
-        # The spec itself goes into the report: the dashboard plans a derived or scaled spec (not shipped) from it.
+        # The spec itself goes into the report: the dashboard plans a derived or scaled spec (not shipped) from it;
+        # a stand-in's report names the spec it stands in for, the model the dashboard plans, as the plan stage does.
         details = {
             "architecture": ctx.spec.hf.architecture,
             "layers": ctx.spec.num_layers,
             "spec": spec_to_dict(ctx.spec),
         }
+        if ctx.stands_in_for is not None:
+            details["stands_in_for"] = spec_to_dict(ctx.stands_in_for)
         ctx.report(workdir, "spec", PASS, details)
         return StageResult(PASS, f"{ctx.spec.name}: {ctx.spec.num_layers} layers", {"spec": ctx.spec.name})
 
-    return Stage("spec", lambda: {"spec": spec_to_yaml(ctx.spec)}, run, code=("dayone.spec.registry",))
+    return Stage(
+        "spec", lambda: {"spec": spec_to_yaml(ctx.spec), **ctx.widths_inputs()}, run, code=("dayone.spec.registry",)
+    )
 
 
 def coverage_stage(ctx: RunContext) -> Stage:

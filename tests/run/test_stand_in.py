@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_runner import assert_bad_input, integrate
 from dayone.spec.planner import make_plan
-from dayone.spec.registry import load_spec
+from dayone.spec.registry import load_spec, spec_to_dict
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 # Only the spec and the plan: the stages that read the shapes at length run in tests/drill.
@@ -33,10 +33,15 @@ def test_plan_at_the_named_specs_widths(tiny_k3, tmp_path):
     assert plan == json.loads(json.dumps(make_plan(load_spec("kimi-k3"), "h200", 8).as_dict()))
     summary = {s["stage"]: s["summary"] for s in json.loads(result.out)["stages"]}
     assert "at kimi-k3's widths" in summary["plan"] and summary["spec"].startswith("k3-tiny:")
+    # the spec report names the model stood in for: the dashboard plans it too (tests/dashboard)
+    spec_report = json.loads((out / "reports" / "report-spec.json").read_text())
+    assert spec_report["details"]["stands_in_for"] == spec_to_dict(load_spec("kimi-k3"))
+    assert spec_report["details"]["spec"]["name"] == "k3-tiny"
     # without --stand-in-for the plan is the checkpoint's own (a tiny model): the option is what changed it
     own = tmp_path / "own"
     assert integrate("run", tiny_k3, *ONLY_PLAN, "-o", own, env=ONE_THREAD).code == 0
     assert json.loads((own / "stages" / "plan" / "plan.json").read_text()) != plan
+    assert "stands_in_for" not in json.loads((own / "reports" / "report-spec.json").read_text())["details"]
 
 
 def test_another_structure_is_refused_up_front(tiny_k3, tmp_path):
