@@ -83,17 +83,27 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
     jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
     index_path = checkpoint.index_path
     listing = listing_alongside(index_path, expected) if index_path is not None else None
+    listed: Listing | None = None  # the index read once, where a shard's fragment was not placed in it as text
     try:
         results = scan_shards(jobs, expected, index_path=index_path, placing=listing is None)
         for result in results:
             if isinstance(result, Exception):
                 raise result
         if index_path is not None and not all(r.index is not None and r.index.placement for r in results):
-            check_listed(results, listing.result() if listing is not None else read_listing(index_path), index_path)
+            listed = listing.result() if listing is not None else read_listing(index_path)
+            check_listed(results, listed, index_path)
     finally:
         if listing is not None:
             listing.close()
     counts = {r.file: r.tensors for r in results}
+    if index_path is not None:
+        if lists_exactly(results, listed):
+            checkpoint.index_proven(counts)
+        else:
+            scanned = checkpoint.files
+            checkpoint.index_counts  # noqa: B018 - counted: the files become the index's own where inferred
+            if checkpoint.files != scanned:  # the index names other shards than its naming implied: scan those
+                return scan_coverage(manifest, checkpoint)
     seen = sum(r.seen for r in results)
     unexpected = [n for r in results for n in r.unexpected]
     if (
@@ -136,6 +146,22 @@ def check_listed(results: list[ShardComparison], listing: Listing | None, index_
     finally:
         if index is not None:
             index.close()
+
+
+def lists_exactly(results: list[ShardComparison], listed: Listing | None) -> bool:
+    """Proof that the index lists every scanned shard's names under its file and names no other file (so its per-file
+    counts are the headers'): the shards' fragments tile its weight_map, or (read once) it lists exactly the scanned
+    files, each agreeing with its shard, no name twice. False means only "not proven here": the index is counted."""
+    checks = [r.index for r in results]
+    if any(check is None for check in checks):
+        return False
+    if all(check.placement is not None for check in checks):
+        return tiles([check.placement for check in checks])
+    return (
+        listed is not None
+        and listed.texts.keys() == {r.file for r in results}
+        and all(check.agrees and check.keys_distinct for check in checks)
+    )
 
 
 def held_once_where_listed(results: list[ShardComparison], expected: Expected, indexed: bool) -> bool:

@@ -35,13 +35,35 @@ class Checkpoint:
     source: str = ""  # what the user named: a folder, or repo@revision
     trust_root: Path | None = None  # files may resolve anywhere under this (the HF cache repo folder)
     index_path: Path | None = None
-    index_counts: dict[str, int] | None = None  # tensors per file as the index says
+    counted: dict[str, int] | None = None  # tensors per file as the index says, once known (see index_counts)
+    # `files` inferred from the index's shard naming (_named_sequence), not yet checked against the index itself.
+    files_inferred: bool = False
     pickle_files: list[str] = field(default_factory=list)
     pickle_tensors: dict[str, TensorInfo] = field(default_factory=dict)
+
+    @property
+    def index_counts(self) -> dict[str, int] | None:
+        """Tensors per file as the index says (None without an index), counted on first use: 0.2 s for the K3
+        index, which `integrate inspect` does not pay where its scan proves the index (dayone.checkpoint.coverage
+        calls `index_proven`). Where `files` were inferred and the index names others, `files` become the index's
+        own, each checked as at open (a file it names that is missing or outside the folder is an InputError)."""
+        if self.counted is None and self.index_path is not None:
+            self.counted = _index_file_counts(self.index_path)
+            listed = sorted(self.counted)
+            if self.files_inferred and listed != self.files:
+                check_members(self.root, listed, f"{self.source}/{INDEX_NAME}", self.source, self.trust_root)
+                self.files = listed
+            self.files_inferred = False
+        return self.counted
+
+    def index_proven(self, counts: dict[str, int]) -> None:
+        """The header scan proved that the index lists exactly `counts` tensors in each of `files` and nothing else."""
+        self.counted, self.files_inferred = counts, False
 
     @cached_property
     def shards(self) -> dict[str, ShardHeader]:
         """Every shard header, checked, and checked against each other and the index."""
+        self.index_counts  # noqa: B018 - counting first makes `files` the index's own where they were inferred
         shards = {file: read_header(self.root / file) for file in self.files}
         names = set()
         for header in shards.values():
@@ -145,9 +167,14 @@ def open_local(
         raise InputError(f"{where}: not a folder")
     config = read_config(root / "config.json")
     index_path = root / INDEX_NAME
+    inferred = False
     if index_path.is_file():
-        index_counts = _index_file_counts(index_path)
-        files = sorted(index_counts)
+        index_counts = None
+        files = _named_sequence(index_path)
+        inferred = files is not None and all((root / file).is_file() for file in files)
+        if not inferred:
+            index_counts = _index_file_counts(index_path)
+            files = sorted(index_counts)
     elif (root / SINGLE_NAME).is_file():
         index_counts, files = None, [SINGLE_NAME]
     else:
@@ -165,22 +192,64 @@ def open_local(
         else:
             raise InputError(f"{where}: no {INDEX_NAME}, no {SINGLE_NAME} and no other weights")
 
-    for file in files:
-        path = safe_member(root, file, f"{where}/{INDEX_NAME}" if index_counts else where, trust_root)
-        if not path.is_file():
-            raise InputError(f"{where}: {INDEX_NAME} names {file!r}, which does not exist")
+    indexed = index_counts is not None or inferred
+    check_members(root, files, f"{where}/{INDEX_NAME}" if indexed else where, where, trust_root)
     checkpoint = Checkpoint(
         root,
         config,
         files,
         source=where,
         trust_root=trust_root,
-        index_path=index_path if index_counts is not None else None,
-        index_counts=index_counts,
+        index_path=index_path if indexed else None,
+        counted=index_counts,
+        files_inferred=inferred,
     )
     if read_headers:
         checkpoint.shards  # noqa: B018 - reading them is the check
     return checkpoint
+
+
+def check_members(root: Path, files: list[str], listing: str, where: str, trust_root: Path | None) -> None:
+    """Every file (`listing` names them: the index, or the folder) is inside the folder (or trust_root) and exists."""
+    for file in files:
+        if not safe_member(root, file, listing, trust_root).is_file():
+            raise InputError(f"{where}: {INDEX_NAME} names {file!r}, which does not exist")
+
+
+def _named_sequence(path: Path) -> list[str] | None:
+    """The shard files an index's naming implies, from its first and last entries alone: where both name files of
+    one sequence as Hugging Face names shards (`model-00001-of-00096.safetensors`, huggingface_hub's and dayone's
+    writers), every file of that sequence; None otherwise. Only a guess at the files to scan: the scan proves the
+    index lists exactly these (dayone.checkpoint.coverage), or the index is counted and its own files taken."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 14)
+            f.seek(max(0, f.seek(0, os.SEEK_END) - (1 << 12)))
+            tail = f.read()
+    except OSError:
+        return None
+    first, last = _FIRST_VALUE.search(head), _LAST_VALUE.search(tail)
+    if first is None or last is None:
+        return None
+    try:
+        named = [_SHARD_NAME.fullmatch(m.group(1).decode()) for m in (first, last)]
+    except UnicodeDecodeError:
+        return None
+    if None in named or named[0].group("prefix", "n", "ext") != named[1].group("prefix", "n", "ext"):
+        return None
+    prefix, n, ext = named[0].group("prefix", "n", "ext")
+    width, count = len(named[0].group("i")), int(n)
+    if not 0 < count <= _MOST_SHARDS or any(len(m.group("i")) != width for m in named):
+        return None
+    return [f"{prefix}-{i:0{width}d}-of-{n}{ext}" for i in range(1, count + 1)]
+
+
+_FIRST_VALUE = re.compile(
+    rb'"weight_map"[ \t\n\r]*+:[ \t\n\r]*+\{[ \t\n\r]*+"[^"\\]*+"[ \t\n\r]*+:[ \t\n\r]*+"([^"\\]*+)"'
+)
+_LAST_VALUE = re.compile(rb'"([^"\\]*+)"[ \t\n\r]*+\}[ \t\n\r]*+\}[ \t\n\r]*+\Z')
+_SHARD_NAME = re.compile(r"(?P<prefix>[^/\\]*)-(?P<i>[0-9]+)-of-(?P<n>[0-9]+)(?P<ext>\.safetensors)")
+_MOST_SHARDS = 100_000  # a guess beyond this is no guess: count the index
 
 
 def _name_duplicate(shards: dict[str, ShardHeader], where: str) -> None:
