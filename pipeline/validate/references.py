@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -70,8 +71,9 @@ class TransformersReference:
 
     name, precision, independent, streamed = "transformers", "fp32", True, False
 
-    def __init__(self, source: Source, ids: torch.Tensor) -> None:
-        self.caps = run_transformers(source.checkpoint.root, ids)
+    def __init__(self, source: Source, ids: torch.Tensor, hf: torch.nn.Module | None = None) -> None:
+        """hf: transformers' model when choosing the reference loaded it already (Choice.take_model); None loads it."""
+        self.caps = run_transformers(source.checkpoint.root, ids, hf)
         self.plain = source.spec.residual.kind == "plain"
 
     def state(self, i: int):
@@ -180,29 +182,44 @@ def transformers_gap(spec: ModelSpec) -> str | None:
     return None
 
 
-def resolve_reference(kind: str, source: Source) -> str:
+@dataclass
+class Choice:
+    """The reference validation takes (auto resolved: naive | transformers | golden:FILE) and, where auto loaded
+    transformers' model to read its loading info and took it, that model: handed on (take_model) to
+    TransformersReference, so the checkpoint is loaded once."""
+
+    kind: str
+    hf: torch.nn.Module | None = None
+
+    def take_model(self) -> torch.nn.Module | None:
+        """The loaded model, once: the choice lets go of it, so that the reference frees it when it is done."""
+        hf, self.hf = self.hf, None
+        return hf
+
+
+def resolve_reference(kind: str, source: Source) -> Choice:
     """auto -> transformers when it is installed, implements the checkpoint's model type and everything its spec
-    asks for, and reads the checkpoint whole (its own loading info, transformers_refusal), else naive, with the
-    reason in source.reference_note (and, when transformers' model decides, one line on the console). An explicit
-    --reference transformers that transformers cannot honour is bad input: here, or (its loading info) when
-    run_transformers loads the checkpoint."""
+    asks for, and reads the checkpoint whole (its own loading info, read by loading the model, which the Choice
+    then carries), else naive, with the reason in source.reference_note (and, when transformers' model decides, one
+    line on the console). An explicit --reference transformers that transformers cannot honour is bad input: here,
+    or (its loading info) when run_transformers loads the checkpoint."""
     model_type = source.checkpoint.config.get("model_type")
     implemented = model_type in TRANSFORMERS_TYPES
     gap = transformers_gap(source.spec) if implemented else None
     if kind == "auto":
         if gap is not None:
             _note(source, f"transformers' {model_type} {gap}: judged against the naive reference")
-            return "naive"
+            return Choice("naive")
         if implemented and transformers_available():
-            refusal = transformers_refusal(source.checkpoint.root)
+            hf, refusal = _load_transformers(source.checkpoint.root)
             if refusal is None:
-                return "transformers"
+                return Choice("transformers", hf)
             _note(source, f"{refusal}: judged against the naive reference")
-            return "naive"
+            return Choice("naive")
         # the report says why too; the console does not (the usual case for a model type transformers lacks)
         why = "is not installed" if implemented else f"implements no model_type {model_type!r}"
         source.reference_note = f"transformers {why}: judged against the naive reference"
-        return "naive"
+        return Choice("naive")
     if kind == "transformers":
         if not implemented:
             raise InputError(
@@ -215,9 +232,9 @@ def resolve_reference(kind: str, source: Source) -> str:
             )
         if not transformers_available():
             raise InputError("--reference transformers: transformers is not installed (pip install 'dayone[oracle]')")
-        return kind
+        return Choice(kind)  # loaded by TransformersReference, once the tokens are known good
     if kind == "naive" or kind.startswith("golden:"):
-        return kind
+        return Choice(kind)
     raise InputError(f"--reference {kind!r}: choose auto, naive, transformers or golden:FILE")
 
 
@@ -233,19 +250,10 @@ def load_golden(kind: str, vocab_size: int) -> Golden:
     return read_golden(Path(kind.removeprefix("golden:")), vocab_size)
 
 
-def transformers_refusal(root: Path) -> str | None:
-    """Why transformers' kimi_linear would not judge the checkpoint at root whole, as a phrase naming the first
-    tensors ("transformers' kimi_linear does not read these checkpoint tensors: ..."), or None when it reads it
-    whole. Asked by loading the model (its loading info is the judge), which is then let go: auto loads a checkpoint
-    it takes transformers for twice, a fraction of a second for the small kimi_linear checkpoints this is for."""
-    hf, refusal = _load_transformers(root)
-    del hf
-    return refusal
-
-
 def _load_transformers(root: Path) -> tuple[torch.nn.Module, str | None]:
-    """transformers' KimiLinearForCausalLM from root in fp32, and what its loading info says it did not load whole
-    (transformers_refusal), or None."""
+    """transformers' KimiLinearForCausalLM from root in fp32, and why it would not judge the checkpoint whole, as a
+    phrase naming the first tensors its loading info lists ("transformers' kimi_linear does not read these checkpoint
+    tensors: ..."), or None when it reads it whole."""
     import logging
 
     import transformers
@@ -277,12 +285,14 @@ def _load_transformers(root: Path) -> tuple[torch.nn.Module, str | None]:
 
 
 @torch.no_grad()
-def run_transformers(root: Path, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+def run_transformers(root: Path, ids: torch.Tensor, hf: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
     """Capture points of transformers' forward over ids [B, T], packed [B*T, ...] like ours. Its torch path is the
-    oracle: the commands that validate set USE_HUB_KERNELS=NO at their entry (validate_cmd.transformers_torch_path)."""
-    hf, refusal = _load_transformers(root)
-    if refusal is not None:
-        raise InputError(f"{root}: {refusal} (use --reference naive)")
+    oracle: the commands that validate set USE_HUB_KERNELS=NO at their entry (validate_cmd.transformers_torch_path).
+    hf: the model as resolve_reference loaded it from root (it read the loading info), or None to load it here."""
+    if hf is None:
+        hf, refusal = _load_transformers(root)
+        if refusal is not None:
+            raise InputError(f"{root}: {refusal} (use --reference naive)")
     hf.eval()
     caps: dict[str, torch.Tensor] = {}
 

@@ -103,7 +103,8 @@ def validate(checkpoint: Checkpoint, spec: ModelSpec, options: Options) -> Verdi
     ok = False
     try:
         source = open_source(checkpoint, spec)
-        kind = resolve_reference(options.reference, source)
+        choice = resolve_reference(options.reference, source)
+        kind = choice.kind
         golden = load_golden(kind, spec.vocab_size) if kind.startswith("golden:") else None
         if golden is not None:
             ids, token_source = golden.input_ids, f"{golden.path} (input_ids)"
@@ -118,7 +119,7 @@ def validate(checkpoint: Checkpoint, spec: ModelSpec, options: Options) -> Verdi
         if kind == "naive":
             reference = NaiveReference(source, ranks.device)
         elif kind == "transformers":
-            reference = TransformersReference(source, ids)
+            reference = TransformersReference(source, ids, choice.take_model())  # auto's model: not loaded again
         else:
             assert golden is not None
             reference = GoldenReference(golden)

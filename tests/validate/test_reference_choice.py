@@ -18,7 +18,7 @@ from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
 from dayone.synth import scaled_spec, write_synthetic
 from dayone.validate.references import resolve_reference
-from validate_fixtures import ONE_THREAD, source_of
+from validate_fixtures import ONE_THREAD, source_of, validated
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 
@@ -50,16 +50,36 @@ def variants(tmp_path_factory) -> dict[str, Path]:
 def test_supported_spec_is_judged_by_transformers(variants):
     source = source_of(variants["supported"])
     assert source.checkpoint.config["model_type"] == "kimi_linear"
-    assert resolve_reference("auto", source) == "transformers"
+    assert resolve_reference("auto", source).kind == "transformers"
     assert source.reference_note is None
-    assert resolve_reference("transformers", source) == "transformers"
+    assert resolve_reference("transformers", source).kind == "transformers"
+
+
+@pytest.mark.parametrize("asked", ["auto", "transformers"])
+def test_transformers_loads_the_checkpoint_once(variants, monkeypatch, asked):
+    """auto reads transformers' loading info by loading the model; the reference it then takes is that model, not
+    a second load (minutes for a real checkpoint). An explicit --reference transformers loads it once too."""
+    from dayone.validate import Options, references
+
+    loads = []
+    load = references._load_transformers
+
+    def counted(root):
+        loads.append(root)
+        return load(root)
+
+    monkeypatch.setattr(references, "_load_transformers", counted)
+    report = validated(variants["supported"], Options(reference=asked, tokens="1,2,3,4", reload_check=False))
+    assert report["details"]["reference"] == "transformers"
+    assert report["details"]["reference_reason"] is None
+    assert loads == [variants["supported"]]
 
 
 @pytest.mark.parametrize("name", UNSUPPORTED)
 def test_unsupported_feature_switches_to_naive(variants, name, capsys):
     source = source_of(variants[name])
     assert source.checkpoint.config["model_type"] == "kimi_linear"
-    assert resolve_reference("auto", source) == "naive"
+    assert resolve_reference("auto", source).kind == "naive"
     expected = f"transformers' kimi_linear {UNSUPPORTED[name][1]}: judged against the naive reference"
     assert source.reference_note == expected
     assert capsys.readouterr().out.strip() == expected  # one line, not wrapped
@@ -110,7 +130,7 @@ def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypa
     k3 = tmp_path / "k3"
     write_synthetic(scaled_spec(load_spec("kimi-k3"), "tiny", 4), k3, seed=0)
     source = source_of(k3)
-    assert resolve_reference("auto", source) == "naive"
+    assert resolve_reference("auto", source).kind == "naive"
     assert (
         source.reference_note == "transformers implements no model_type 'kimi_k3': judged against the naive reference"
     )
@@ -119,7 +139,7 @@ def test_the_report_says_why_naive_whatever_decided(variants, tmp_path, monkeypa
 
     monkeypatch.setattr(references, "transformers_available", lambda: False)
     source = source_of(variants["supported"])
-    assert resolve_reference("auto", source) == "naive"
+    assert resolve_reference("auto", source).kind == "naive"
     assert source.reference_note == "transformers is not installed: judged against the naive reference"
 
 
