@@ -137,6 +137,12 @@ def _check_compilable(spec: Specialization) -> None:
         )
 
 
+def compile_options(spec: Specialization) -> dict[str, object]:
+    """Triton's compile options for one instance. FP fusion (a*b+c as one FMA) is asked for explicitly, as every launch
+    does: the kernels are checked with it, and neither Triton's default (3.10 changes it) nor the environment decides."""
+    return {"num_warps": spec.num_warps, "num_stages": spec.num_stages, "enable_fp_fusion": True}
+
+
 def cache_key(spec: Specialization, arch: str) -> str:
     """Hash of everything that decides the cubin: source, signature, constexprs, options, arch, Triton version."""
     import triton
@@ -147,7 +153,7 @@ def cache_key(spec: Specialization, arch: str) -> str:
         "name": spec.fn.__name__,
         "signature": spec.signature,
         "constexprs": {k: repr(v) for k, v in spec.constexprs.items()},
-        "options": {"num_warps": spec.num_warps, "num_stages": spec.num_stages},
+        "options": compile_options(spec),
         "arch": arch,
         "triton": triton.__version__,
     }
@@ -193,7 +199,7 @@ def _compile_one(spec: Specialization, arch: str) -> tuple[bytes, int, PtxasRepo
 
     capability = int(arch.removeprefix("sm_"))
     src = ASTSource(spec.fn, spec.signature, dict(spec.constexprs))
-    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages}
+    options = compile_options(spec)
     printed = io.StringIO()
     try:
         # Triton prints its ptxas -v log when asked to; a hit in Triton's own cache runs no ptxas and prints nothing

@@ -170,7 +170,8 @@ def gpu_arch() -> str | None:
 def launch(spec: Specialization, grid: Any, args: tuple, kwargs: dict) -> object:
     """Launch one config: its constexprs and options, with kwargs (from make_args) on top."""
     return spec.fn[grid](
-        *args, **{**spec.constexprs, **kwargs}, num_warps=spec.num_warps, num_stages=spec.num_stages
+        *args, **{**spec.constexprs, **kwargs}, num_warps=spec.num_warps, num_stages=spec.num_stages,
+        enable_fp_fusion=True,
     )  # fmt: skip
 
 

@@ -67,4 +67,5 @@ def launch(bank, prefix, w_comb, norm_weight, out, mixed, eps: float, score_eps:
         bank, prefix, w_comb, norm_weight, out, mixed if store_mixed else out, n, d,
         bank.stride(0), bank.stride(1), prefix.stride(0), eps, score_eps,
         STORE_MIXED=store_mixed, BLOCK_D=triton.next_power_of_2(d), num_warps=num_warps,
+        enable_fp_fusion=True,
     )  # fmt: skip

@@ -32,6 +32,6 @@ def gated_rmsnorm_triton(x, gate, weight, eps):
     R = x2.shape[0]
     if R:
         gated_rmsnorm_kernel[(triton.cdiv(R, BR),)](
-            x2, g2, weight.contiguous(), y, R, eps, V=V, BV=triton.next_power_of_2(V), BR=BR
-        )
+            x2, g2, weight.contiguous(), y, R, eps, V=V, BV=triton.next_power_of_2(V), BR=BR, enable_fp_fusion=True
+        )  # fmt: skip
     return y.reshape(x.shape)

@@ -194,7 +194,7 @@ def _prepared(dims: KernelDims, device: str, tiny: bool) -> tuple[list[int], tup
     kda_chunk_prepare_kernel[(len(indices), H)](
         *inp.values(), cu, chunk_indices, qg, kg, w, u, Aqk, gl, K**-0.5, LOWER_BOUND, H,
         K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=GATES[dims.kda_gate or "safe"], L2NORM=True,
-        BETA_SIGMOID=True, num_warps=8,
+        BETA_SIGMOID=True, num_warps=8, enable_fp_fusion=True,
     )  # fmt: skip
     return bounds, (qg, kg, w, u, Aqk, gl, cu, chunk_offsets)
 

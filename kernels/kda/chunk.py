@@ -267,12 +267,12 @@ def chunk_kda_triton(
             q, k, v, g, beta, A_log, dt_bias, cu, chunk_indices, qg, kg, w, u, Aqk, gl,
             K**-0.5 if scale is None else scale, lower_bound, H,
             K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=tile_width(V), GATE=GATES[gate], L2NORM=use_qk_l2norm,
-            BETA_SIGMOID=beta_logits, num_warps=8,
+            BETA_SIGMOID=beta_logits, num_warps=8, enable_fp_fusion=True,
         )  # fmt: skip
     BV = pick_block_v(V)
     kda_chunk_output_kernel[(triton.cdiv(V, BV), N, H)](
         qg, kg, w, u, Aqk, gl, o, h0, ht, cu, chunk_offsets, H,
         K=K, V=V, BT=CHUNK, BK=tile_width(K), BV=BV, HAS_INITIAL=initial_state is not None, STORE_FINAL=True,
-        num_warps=4, num_stages=1,
+        num_warps=4, num_stages=1, enable_fp_fusion=True,
     )  # fmt: skip
     return o, (ht if output_final_state else None)

@@ -95,6 +95,6 @@ def kda_decode_triton(
         intermediate_states if verify else dummy,
         K**-0.5 if scale is None else scale, lower_bound, T, H,
         K=K, V=V, BK=tile_width(K), BV=BV, GATE=GATES[gate], L2NORM=use_qk_l2norm, BETA_SIGMOID=beta_logits, VERIFY=verify,
-        num_warps=4,
+        num_warps=4, enable_fp_fusion=True,
     )  # fmt: skip
     return o

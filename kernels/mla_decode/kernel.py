@@ -103,5 +103,5 @@ def launch(
         out.stride(0), out.stride(1), scale,
         KV_LORA=kv_lora_rank, ROPE=width - kv_lora_rank, BLOCK_LAT=tile_width(kv_lora_rank),
         BLOCK_ROPE=tile_width(width - kv_lora_rank), BLOCK_H=block_h, BLOCK_T=block_t, DOT_FP32=dot_fp32,
-        num_warps=num_warps,
+        num_warps=num_warps, enable_fp_fusion=True,
     )  # fmt: skip

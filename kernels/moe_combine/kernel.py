@@ -45,4 +45,5 @@ def launch(expert_out, weights, norm_weight, out, eps: float, num_warps: int = 8
         expert_out, weights, norm_weight if has_norm else weights, out, width,
         expert_out.stride(0), expert_out.stride(1), weights.stride(0), eps,
         TOP_K=k, HAS_NORM=has_norm, BLOCK_L=triton.next_power_of_2(width), num_warps=num_warps,
+        enable_fp_fusion=True,
     )  # fmt: skip

@@ -127,7 +127,7 @@ def launch_dequant(packed, scale, out, block_n: int = 32, block_kp: int = 64) ->
     grid = (triton.cdiv(n, block_n), triton.cdiv(k_packed, block_kp))
     mxfp4_dequant_kernel[grid](
         packed, scale, out, n, k_packed, packed.stride(0), scale.stride(0), out.stride(0),
-        BLOCK_N=block_n, BLOCK_KP=block_kp,
+        BLOCK_N=block_n, BLOCK_KP=block_kp, enable_fp_fusion=True,
     )  # fmt: skip
 
 
@@ -140,4 +140,5 @@ def launch_linear(x, packed, scale, out, dot_fp32: bool, block_n: int = 32, bloc
     mxfp4_linear_kernel[grid](
         x, packed, scale, out, m, n, k_packed, x.stride(0), packed.stride(0), scale.stride(0), out.stride(0),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_KP=block_kp, DOT_FP32=dot_fp32,
+        enable_fp_fusion=True,
     )  # fmt: skip

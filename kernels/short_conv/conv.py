@@ -120,10 +120,14 @@ def short_conv_triton(x, weight, cu_seqlens, initial_state, output_final_state):
     has_initial = initial_state is not None
     if B * T:
         grid = (triton.cdiv(B * T, BT), triton.cdiv(D, BD))
-        short_conv_fwd_kernel[grid](x, weight, y, h0, seq_idx, cu, B * T, D, W=W, BT=BT, BD=BD, HAS_INITIAL=has_initial)
+        short_conv_fwd_kernel[grid](
+            x, weight, y, h0, seq_idx, cu, B * T, D, W=W, BT=BT, BD=BD, HAS_INITIAL=has_initial, enable_fp_fusion=True
+        )  # fmt: skip
     if output_final_state:
         grid = (len(lengths), triton.cdiv(D, BD))
-        short_conv_final_state_kernel[grid](x, h0, ht, cu, D, W=W, BD=BD, HAS_INITIAL=has_initial)
+        short_conv_final_state_kernel[grid](
+            x, h0, ht, cu, D, W=W, BD=BD, HAS_INITIAL=has_initial, enable_fp_fusion=True
+        )  # fmt: skip
     return y, (ht if output_final_state else None)
 
 
@@ -144,6 +148,6 @@ def short_conv_update_triton(x, weight, conv_state_pool, slots, intermediate_sta
     short_conv_update_kernel[grid](
         xs, weight, y, conv_state_pool, slots.to(torch.int32).contiguous(),
         intermediate_states if verify else conv_state_pool, T, D,
-        W=W, WP=triton.next_power_of_2(W), BD=BD, VERIFY=verify,
+        W=W, WP=triton.next_power_of_2(W), BD=BD, VERIFY=verify, enable_fp_fusion=True,
     )  # fmt: skip
     return y[:, 0] if squeeze else y

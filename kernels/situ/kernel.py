@@ -50,5 +50,5 @@ def launch(gate, up, out, situ: bool, beta: float, linear_beta: float, block: in
     block = min(block, triton.next_power_of_2(i))
     grid = (t, triton.cdiv(i, block))
     act_and_mul_kernel[grid](
-        gate, up, out, i, gate.stride(0), up.stride(0), beta, linear_beta, SITU=situ, BLOCK=block
+        gate, up, out, i, gate.stride(0), up.stride(0), beta, linear_beta, SITU=situ, BLOCK=block, enable_fp_fusion=True
     )  # fmt: skip

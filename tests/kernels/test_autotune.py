@@ -31,7 +31,8 @@ class FakeKernel:
         self.wrong, self.partial, self.last = set(wrong), set(partial), None
 
     def __getitem__(self, grid):
-        def run(inp, out, n, *, BLOCK, num_warps, num_stages):
+        def run(inp, out, n, *, BLOCK, num_warps, num_stages, enable_fp_fusion):
+            assert enable_fp_fusion is True  # asked for by the launch, as the compile stage does
             self.last = BLOCK
             result = inp * (2.01 if BLOCK in self.wrong else 2.0)
             end = n - 1 if BLOCK in self.partial else n

@@ -53,7 +53,7 @@ def test_a_default_fp32_dot_misses_the_fp32_row_and_an_ieee_one_meets_it(device,
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(32, 32, generator=gen), torch.randn(32, 32, generator=gen)
     c = torch.empty(32, 32, device=device)
-    matmul_kernel[(1,)](a.to(device), b.to(device), c, N=32, IEEE=ieee)
+    matmul_kernel[(1,)](a.to(device), b.to(device), c, N=32, IEEE=ieee, enable_fp_fusion=True)  # as our launches do
     assert compare(c, a.double().matmul(b.double()).float(), "fp32_kernel").passed == ieee
 
 
