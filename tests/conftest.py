@@ -26,3 +26,23 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 # Session fixtures shared across test folders (one demo run per session).
 from readme_demo import readme_demo  # noqa: F401
+
+# Folders whose tests read the README's run (tests/readme_demo.py: minutes, once per session and worker): one group.
+READS_THE_README_RUN = ("cli", "run", "workflow")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (`-n auto`, the README's test command) each group of tests goes whole to one worker, so the
+    session and module fixtures its folder builds (checkpoints, compiled kernels, peer probes, the README's run) are
+    built once. A group is a folder of tests/ (a file at its top is its own group), the README run's readers together;
+    groups start in collection order, so the long README group starts within the first minute."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            parts = nodeid.split("::", 1)[0].split("/")
+            folder = parts[1] if len(parts) > 2 else parts[-1]
+            return "readme" if folder in READS_THE_README_RUN else folder
+
+    config.option.loadscopereorder = False
+    return FolderScheduling(config, log)
