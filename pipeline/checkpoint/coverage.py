@@ -80,7 +80,8 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         coverage = check_coverage(manifest, checkpoint)
         return coverage, []
     expected = EntryTable(manifest)
-    jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
+    # the files the index's naming implies, unverified: the scan proves the index lists exactly these (index_proven)
+    jobs = [(checkpoint.root / f, f) for f in checkpoint.shard_files]
     index_path = checkpoint.index_path
     listing = listing_alongside(index_path, expected) if index_path is not None else None
     listed: Listing | None = None  # the index read once, where a shard's fragment was not placed in it as text
@@ -100,9 +101,10 @@ def scan_coverage(manifest: Manifest, checkpoint: Checkpoint) -> tuple[Coverage,
         if lists_exactly(results, listed):
             checkpoint.index_proven(counts)
         else:
-            scanned = checkpoint.files
-            checkpoint.index_counts  # noqa: B018 - counted: the files become the index's own where inferred
-            if checkpoint.files != scanned:  # the index names other shards than its naming implied: scan those
+            scanned = list(checkpoint.shard_files)
+            if (
+                checkpoint.files != scanned
+            ):  # counted: the files are the index's own  # the index names other shards than its naming implied: scan those
                 return scan_coverage(manifest, checkpoint)
     seen = sum(r.seen for r in results)
     unexpected = [n for r in results for n in r.unexpected]

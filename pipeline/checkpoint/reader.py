@@ -31,28 +31,39 @@ class Checkpoint:
 
     root: Path
     config: dict
-    files: list[str]  # shard file names, in order; each resolved inside the checkpoint folder
+    # Shard file names, in order, each resolved inside the checkpoint folder: the index's own, or (files_inferred)
+    # those its shard naming implies, until the index is counted or the header scan proves it. Read `files`, which
+    # is always the index's own; only the scan that proves the index reads the guess.
+    shard_files: list[str]
     source: str = ""  # what the user named: a folder, or repo@revision
     trust_root: Path | None = None  # files may resolve anywhere under this (the HF cache repo folder)
     index_path: Path | None = None
     counted: dict[str, int] | None = None  # tensors per file as the index says, once known (see index_counts)
-    # `files` inferred from the index's shard naming (_named_sequence), not yet checked against the index itself.
+    # `shard_files` inferred from the index's shard naming (_named_sequence), not yet checked against the index.
     files_inferred: bool = False
     pickle_files: list[str] = field(default_factory=list)
     pickle_tensors: dict[str, TensorInfo] = field(default_factory=dict)
 
     @property
+    def files(self) -> list[str]:
+        """The shard files the index lists (counted first where they were only inferred from its naming: an index
+        may also name a shard outside the numbered sequence)."""
+        if self.files_inferred:
+            self.index_counts  # noqa: B018 - counting makes shard_files the index's own
+        return self.shard_files
+
+    @property
     def index_counts(self) -> dict[str, int] | None:
         """Tensors per file as the index says (None without an index), counted on first use: 0.2 s for the K3
         index, which `integrate inspect` does not pay where its scan proves the index (dayone.checkpoint.coverage
-        calls `index_proven`). Where `files` were inferred and the index names others, `files` become the index's
-        own, each checked as at open (a file it names that is missing or outside the folder is an InputError)."""
+        calls `index_proven`). Where `shard_files` were inferred and the index names others, they become the
+        index's own, each checked as at open (a file it names that is missing or outside the folder is an InputError)."""
         if self.counted is None and self.index_path is not None:
             self.counted = _index_file_counts(self.index_path)
             listed = sorted(self.counted)
-            if self.files_inferred and listed != self.files:
+            if self.files_inferred and listed != self.shard_files:
                 check_members(self.root, listed, f"{self.source}/{INDEX_NAME}", self.source, self.trust_root)
-                self.files = listed
+                self.shard_files = listed
             self.files_inferred = False
         return self.counted
 
@@ -63,7 +74,6 @@ class Checkpoint:
     @cached_property
     def shards(self) -> dict[str, ShardHeader]:
         """Every shard header, checked, and checked against each other and the index."""
-        self.index_counts  # noqa: B018 - counting first makes `files` the index's own where they were inferred
         shards = {file: read_header(self.root / file) for file in self.files}
         names = set()
         for header in shards.values():

@@ -64,7 +64,7 @@ def test_a_proven_index_is_not_counted(tmp_path, kimi_linear, never_counted, sor
     pairs = pairs_of(shards)
     root = write(tmp_path / "ok", spec, shards, sorted(pairs) if sort_index else pairs)
     checkpoint = open_local(root, read_headers=False)
-    assert checkpoint.files_inferred and checkpoint.files == list(shards)
+    assert checkpoint.files_inferred and checkpoint.shard_files == list(shards)
     result, _ = scan_coverage(manifest, checkpoint)
     assert result.ok
     assert checkpoint.index_counts == {file: len(tensors) for file, tensors in shards.items()}
@@ -107,10 +107,12 @@ def test_an_index_naming_a_shard_outside_its_sequence_is_scanned_whole(tmp_path,
     shards |= {shard_name(2, 4): five[3], shard_name(3, 4): five[4]}
     root = write(tmp_path / "extra", spec, shards, pairs_of(shards))
     checkpoint = open_local(root, read_headers=False)
-    assert checkpoint.files == [shard_name(i, 4) for i in range(4)]
+    assert checkpoint.shard_files == [shard_name(i, 4) for i in range(4)]  # the guess, not yet the index's own
     monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
     result, scanned = scan_coverage(manifest, checkpoint)
     assert result.ok and sorted(r.file for r in scanned) == sorted(shards) == checkpoint.files
+    # `files` never gives the guess: before any scan it is the index's own five (what a run's cache key digests)
+    assert open_local(root, read_headers=False).files == sorted(shards)
 
 
 def name_listed_twice(shards, pairs):
