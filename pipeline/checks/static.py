@@ -26,6 +26,7 @@ from dayone.checks.api import FileCheck, SourceTree
 from dayone.checks.protocols import REGISTRY_PROTOCOLS, check_protocols, check_quantized_names
 from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
 from dayone.checks.sglang_protocol import check_sglang_model
+from dayone.conform.results import TargetReport
 from dayone.spec.schema import ModelSpec
 
 RUFF_RULES = "E,F,W,I,B,UP"
@@ -44,7 +45,7 @@ class TargetCheck:
     releases: list[str] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=dict)
     megatron: dict | None = None  # the Megatron checks' report (Miles, Megatron-Bridge)
-    conform: dict | None = None  # the engine's own judgement (dayone.conform), where `generate --check` ran it
+    conform: TargetReport | None = None  # the engine's own judgement (dayone.conform), where `generate --check` ran it
 
     @property
     def ok(self) -> bool:
@@ -60,7 +61,7 @@ class TargetCheck:
             "releases": self.releases,
             "problems": self.problems,
             **({"megatron": self.megatron} if self.megatron is not None else {}),
-            **({"conform": self.conform} if self.conform is not None else {}),
+            **({"conform": self.conform.as_dict()} if self.conform is not None else {}),
         }
 
 

@@ -5,11 +5,15 @@ fails; a level that cannot run here is "not run" with its reason."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.present import console, emit_json
+
+if TYPE_CHECKING:
+    from dayone.conform.results import TargetReport
 
 
 @click.command()
@@ -30,7 +34,7 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     discovered, accepted, built, loaded, forward. Exit 1 when a level fails."""
     from dayone.checkpoint.reader import open_local
     from dayone.checkpoint.spec_source import spec_for_checkpoint
-    from dayone.conform.driver import conform_all, passed
+    from dayone.conform.driver import conform_all
 
     if not adapters.is_dir():
         raise InputError(f"{adapters}: not a folder (the output folder of integrate generate)")
@@ -38,7 +42,7 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     reports = conform_all(adapters, checkpoint, spec, tuple(dict.fromkeys(world_sizes)), targets or None)
     if not reports:
         raise InputError(f"{adapters}: holds no generated sglang/ or vllm/ adapter (run integrate generate first)")
-    document = {"spec": spec.name, "ok": all(passed(r) for r in reports), "targets": reports}
+    document = {"spec": spec.name, "ok": all(r.passed for r in reports), "targets": [r.as_dict() for r in reports]}
     if out_file:
         import json
 
@@ -50,15 +54,15 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     raise SystemExit(0 if document["ok"] else 1)
 
 
-def _print(reports: list[dict]) -> None:
+def _print(reports: list[TargetReport]) -> None:
     colour = {"pass": "green", "fail": "red", "not run": "yellow"}
     for report in reports:
-        console.print(f"[bold]{report['target']}[/] {report['version']}")
-        for run in report["runs"]:
-            console.print(f"  world size {run['world_size']}")
-            for level, entry in run["levels"].items():
-                status = entry["status"]
-                console.print(f"    [{colour[status]}]{status:8}[/] {level:10} {entry['detail']}", highlight=False)
+        console.print(f"[bold]{report.target}[/] {report.version}")
+        for run in report.runs:
+            console.print(f"  world size {run.world_size}")
+            for level, entry in run.levels.items():
+                status = entry.status
+                console.print(f"    [{colour[status]}]{status:8}[/] {level:10} {entry.detail}", highlight=False)
 
 
 COMMAND = conform

@@ -91,7 +91,7 @@ def _conform(check: TargetCheck, target: str, root: Path, source: str, spec: Mod
     """Where the source is a checkpoint folder and the target's framework peer is installed, the framework itself
     judges the adapter (dayone.conform, world size 1; `integrate conform` runs more)."""
     from dayone.conform import peers
-    from dayone.conform.driver import ENGINE_TARGETS, conform_target, passed
+    from dayone.conform.driver import ENGINE_TARGETS, conform_target
 
     if (
         target not in ENGINE_TARGETS
@@ -101,10 +101,8 @@ def _conform(check: TargetCheck, target: str, root: Path, source: str, spec: Mod
         return
     report = conform_target(target, root, Path(source), spec, (1,))
     check.conform = report
-    if not passed(report):
-        run = report["runs"][0]
-        failed = next(f"{lv}: {e['detail']}" for lv, e in run["levels"].items() if e["status"] == "fail")
-        check.problems["conform"] = [failed]  # a problem: the check is no longer ok
+    if not report.passed:
+        check.problems["conform"] = [report.runs[0].first_failure()]  # a problem: the check is no longer ok
 
 
 def _write_reports(path: Path, spec: ModelSpec, results: list[Generated]) -> None:

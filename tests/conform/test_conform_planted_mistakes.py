@@ -21,8 +21,8 @@ def fresh(tmp_path_factory):
 
 
 def _run(spec, checkpoint, adapter, world: int = 1) -> dict:
-    (run,) = conform_target("vllm", adapter, checkpoint, spec, (world,))["runs"]
-    return run["levels"]
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (world,)).runs
+    return {name: level.model_dump() for name, level in run.levels.items()}
 
 
 def test_missing_protocol_method(fresh):

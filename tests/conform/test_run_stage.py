@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from dayone.checkpoint.reader import open_local
 from dayone.conform import driver
+from dayone.conform.results import Level
 from dayone.run import stages
 
 
@@ -18,7 +19,7 @@ def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monk
     def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
         calls.append((target, adapter.name))
         if target == "vllm":
-            return json.loads(json.dumps(report))
+            return report.model_copy(deep=True)
         return driver.not_run_report(target, world_sizes, "the sglang peer environment is not installed (test)")
 
     monkeypatch.setattr(driver, "conform_target", conform_target)
@@ -46,9 +47,9 @@ def test_conform_stage_summary_names_the_levels_not_run(tmp_path, monkeypatch):
 
     def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
         report = driver.not_run_report(target, world_sizes, "needs a GPU (test)")
-        for run in report["runs"]:
-            for level in ("discovered", "accepted", "built") + (("loaded",) if run["world_size"] == 1 else ()):
-                run["levels"][level] = {"status": "pass", "detail": "ok"}
+        for run in report.runs:
+            for level in ("discovered", "accepted", "built") + (("loaded",) if run.world_size == 1 else ()):
+                run.levels[level] = Level(status="pass", detail="ok")
         return report
 
     monkeypatch.setattr(driver, "conform_target", conform_target)

@@ -214,9 +214,9 @@ def sglang_batch(tmp_path_factory) -> dict[str, Run]:
     _BATCH.update(probe_batch(cases, root / "runs"))
     spec, checkpoint = tiny_spec(DRIVEN), root / DRIVEN / "checkpoint"
     report = conform_target("sglang", root / DRIVEN / "gen", checkpoint, spec, WORLDS, keep=root / "driven")
-    for run in report["runs"]:
-        key = f"{DRIVEN}-ws{run['world_size']}"
-        _BATCH[key] = Run(driven[key], root / "driven" / f"sglang-ws{run['world_size']}", run, driven=True)
+    for run in report.runs:
+        key = f"{DRIVEN}-ws{run.world_size}"
+        _BATCH[key] = Run(driven[key], root / "driven" / f"sglang-ws{run.world_size}", run.as_dict(), driven=True)
     return _BATCH
 
 

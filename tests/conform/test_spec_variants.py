@@ -93,6 +93,6 @@ def test_honoured_variants_together_conform_in_vllm(tmp_path):
                     combined[key][k] = v
     spec = variant(combined)
     checkpoint, adapter = prepare(tmp_path, spec)
-    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,))["runs"]
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,)).runs
     for level in ("discovered", "accepted", "built", "loaded"):
-        assert run["levels"][level]["status"] == "pass", f"{level}: {run['levels'][level]['detail']}"
+        assert run.levels[level].status == "pass", f"{level}: {run.levels[level].detail}"

@@ -7,34 +7,34 @@ from __future__ import annotations
 import pytest
 from conftest import SPECS
 from dayone.adapters.targets import common
-from dayone.conform.driver import cell_details, passed
+from dayone.conform.driver import cell_details
 
 
 @pytest.mark.parametrize("name", SPECS)
 def test_levels_a_to_d_pass_at_world_size_1_and_2(shipped, name):
     report = shipped[name][3]
-    assert report["version"] == "0.33.0"
-    assert [run["world_size"] for run in report["runs"]] == [1, 2]
-    for run in report["runs"]:
+    assert report.version == "0.33.0"
+    assert [run.world_size for run in report.runs] == [1, 2]
+    for run in report.runs:
         for level in ("discovered", "accepted", "built", "loaded"):
-            entry = run["levels"][level]
-            assert entry["status"] == "pass", f"{name} ws{run['world_size']} {level}: {entry['detail']}"
-        assert run["levels"]["forward"]["status"] == "not run"
-        assert "GPU kernel" in run["levels"]["forward"]["detail"]
-    assert passed(report)
+            entry = run.levels[level]
+            assert entry.status == "pass", f"{name} ws{run.world_size} {level}: {entry.detail}"
+        assert run.levels["forward"].status == "not run"
+        assert "GPU kernel" in run.levels["forward"].detail
+    assert report.passed
 
 
 @pytest.mark.parametrize("name", SPECS)
 def test_vllm_inspects_the_model_as_hybrid_mla_with_the_checkpoint_quantization(shipped, name):
     spec, report = shipped[name][0], shipped[name][3]
-    facts = report["runs"][0]["facts"]
+    facts = report.runs[0].facts
     assert facts["class"] == f"{common.package_name(spec, 'vllm')}.model.{spec.hf.architecture}"
     assert facts["is_hybrid"] is True and facts["use_mla"] is True and facts["runner"] == "generate"
     assert facts["quantization"] == ("mxfp4" if spec.quantization is not None else None)
 
 
 def test_the_mxfp4_kernel_bypass_is_reported_not_hidden(shipped):
-    built = shipped["kimi-k3"][3]["runs"][0]["levels"]["built"]["detail"]
+    built = shipped["kimi-k3"][3].runs[0].levels["built"].detail
     assert "MXFP4 MoE kernel not available on the CPU" in built
 
 
