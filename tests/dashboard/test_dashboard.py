@@ -133,7 +133,8 @@ def test_serve_answers_on_loopback_until_interrupted(tmp_path):
         with urllib.request.urlopen(url + "index.html", timeout=10) as response:
             assert b"Compatibility matrix" in response.read()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        # generous: under a loaded machine (the suite runs on every core) exiting once took over 10 s
+        assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
         proc.wait()
