@@ -69,12 +69,25 @@ class Integrate(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
+        # A --json command prints exactly one JSON document on stdout, on bad input too (scripts parse stdout).
+        as_json = "--json" in sys.argv[1:]
         try:
             with redacting_streams():
                 return super().invoke(ctx)
         except InputError as err:
-            click.echo(f"error: {redact(str(err))}", err=True)
+            from dayone.present import emit_json, error_document, plain  # rich: only when there is something to say
+
+            message = plain(redact(str(err)))
+            click.echo(f"error: {message}", err=True)
+            if as_json:
+                emit_json(error_document(message, InputError.exit_code))
             sys.exit(InputError.exit_code)
+        except click.UsageError as err:
+            if as_json:
+                from dayone.present import emit_json, error_document, plain
+
+                emit_json(error_document(plain(redact(err.format_message())), err.exit_code))
+            raise
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)

@@ -49,7 +49,8 @@ class Plan:
     usable_bytes: int
     free_bytes_for_requests: int
     fits: bool
-    min_gpus: int
+    min_gpus: int  # of this GPU kind
+    min_gpus_by_kind: dict[str, int]  # the smallest count that fits, for every GPU kind in GPUS
     requests_at_context: int
     context_tokens: int
     decode_bytes_per_token: int
@@ -58,6 +59,10 @@ class Plan:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def smallest_fits(self) -> str:
+        """ "the smallest counts that fit are 22 x h100, 13 x h200, ...": what a plan that does not fit says."""
+        return "the smallest counts that fit are " + ", ".join(f"{n} x {k}" for k, n in self.min_gpus_by_kind.items())
 
 
 def kda_state_bytes(spec: ModelSpec) -> int:
@@ -78,7 +83,17 @@ def mla_cache_bytes_per_token(spec: ModelSpec) -> int:
     return spec.attention_kinds.count("mla") * (spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim) * 2
 
 
-def make_plan(spec: ModelSpec, gpu: str = "h200", gpus: int = 8, manifest: Manifest | None = None) -> Plan:
+def smallest_fit(served_bytes: int, device: GPU) -> int:
+    """The fewest GPUs of `device` whose usable memory holds the weights with room left for requests (the plan's
+    `fits`: usable - served > 0)."""
+    count = max(1, math.ceil(served_bytes / (device.memory_bytes * MEMORY_FRACTION)))
+    while int(count * device.memory_bytes * MEMORY_FRACTION) <= served_bytes:  # an exact fit leaves no room
+        count += 1
+    return count
+
+
+def make_plan(spec: ModelSpec, gpu: str = "h200", gpus: int | None = 8, manifest: Manifest | None = None) -> Plan:
+    """The plan on `gpus` GPUs of kind `gpu`; gpus=None: on the smallest count of that kind that fits."""
     manifest = manifest or build_manifest(spec)
     device = GPUS[gpu]
     counts = count_params(spec, manifest)
@@ -87,6 +102,8 @@ def make_plan(spec: ModelSpec, gpu: str = "h200", gpus: int = 8, manifest: Manif
     # Engines serve MXFP4 experts packed (native FP4 on Blackwell, dequantized in-kernel on Hopper), so the served
     # weights are the stored ones; the vision tower is served too.
     served = stored
+    smallest = {kind: smallest_fit(served, d) for kind, d in GPUS.items()}
+    gpus = smallest[gpu] if gpus is None else gpus
     note = "as stored: MXFP4 experts stay packed" if spec.quantization else "as stored"
     usable = int(gpus * device.memory_bytes * MEMORY_FRACTION)
     free = usable - served
@@ -108,7 +125,8 @@ def make_plan(spec: ModelSpec, gpu: str = "h200", gpus: int = 8, manifest: Manif
         usable_bytes=usable,
         free_bytes_for_requests=free,
         fits=free > 0,
-        min_gpus=math.ceil(served / (device.memory_bytes * MEMORY_FRACTION)),
+        min_gpus=smallest[gpu],
+        min_gpus_by_kind=smallest,
         requests_at_context=max(0, free // per_request) if per_request else 0,
         context_tokens=PLAN_CONTEXT_TOKENS,
         decode_bytes_per_token=read,

@@ -64,13 +64,31 @@ def parse_spec(data: object, where: str) -> ModelSpec:
     return spec
 
 
+NAMING_RULE = (
+    "a spec name is 1-64 lowercase letters, digits, '.' and '-', starting with a letter or digit "
+    "(spec/models/<name>.yaml)"
+)
+
+
+def unknown_spec_message(name: str) -> str:
+    """One line for a name that is neither a shipped spec nor a file: the closest shipped names, and the naming
+    rule (a mistyped `Kimi_K3` learns why `kimi-k3` is spelled so)."""
+    import difflib
+
+    shipped = list_specs()
+    folded = name.lower().replace("_", "-")
+    close = difflib.get_close_matches(folded, shipped, n=2, cutoff=0.6)
+    guess = f"did you mean {' or '.join(close)}? " if close else ""
+    return f"{name}: no such spec and no such file; {guess}{NAMING_RULE}; shipped: {', '.join(shipped)}"
+
+
 def load_spec(name_or_file: str | Path) -> ModelSpec:
     """A shipped spec by name (`kimi-k3`) or a YAML/JSON spec file by path."""
     path = Path(name_or_file)
     if not path.suffix and (MODELS_DIR / f"{name_or_file}.yaml").is_file():
         path = MODELS_DIR / f"{name_or_file}.yaml"
     if not path.is_file():
-        raise InputError(f"{name_or_file}: no such spec (shipped: {', '.join(list_specs())}) and no such file")
+        raise InputError(unknown_spec_message(str(name_or_file)))
     try:
         text = path.read_text()
         data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=SafeLoader)

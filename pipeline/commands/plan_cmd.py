@@ -1,9 +1,10 @@
-"""`integrate plan SPEC`: memory and decode-speed arithmetic for serving on N GPUs."""
+"""`integrate plan SPEC`: memory and decode-speed arithmetic for serving on N GPUs. Exit 1 when the model does not
+fit them (the plan then names the smallest count that fits for every GPU kind it knows)."""
 
 from __future__ import annotations
 
 import click
-from dayone.present import console, emit_json, human_bytes, human_count
+from dayone.present import console, emit_json, human_bytes, human_count, shown
 from dayone.spec.planner import GPUS, MEMORY_FRACTION, make_plan
 from dayone.spec.registry import load_spec
 
@@ -18,10 +19,16 @@ def plan(spec_arg: str, gpu: str, gpus: int, as_json: bool) -> None:
     p = make_plan(load_spec(spec_arg), gpu, gpus)
     if as_json:
         emit_json(p.as_dict())
-        return
+    else:
+        _show(p, gpu, gpus)
+    if not p.fits:
+        raise SystemExit(1)
+
+
+def _show(p, gpu: str, gpus: int) -> None:
     device = GPUS[gpu]
     console.print(
-        f"[bold]{p.spec}[/] on {gpus} x {device.name} "
+        f"[bold]{shown(p.spec)}[/] on {gpus} x {device.name} "
         f"({human_bytes(device.memory_bytes)}, {device.hbm_bytes_per_s / 1e12:.2f} TB/s each)"
     )
     console.print(
@@ -48,6 +55,7 @@ def plan(spec_arg: str, gpu: str, gpus: int, as_json: bool) -> None:
             f"  [red]does not fit[/]: the weights alone need at least {p.min_gpus} x {device.name} "
             f"({human_bytes(p.served_bytes)} / {human_bytes(device.memory_bytes * MEMORY_FRACTION)})"
         )
+        console.print(f"  {p.smallest_fits()}")
     console.print(
         f"  batch-1 decode bound: {human_bytes(p.decode_bytes_per_token)} read per token / "
         f"{p.aggregate_hbm_bytes_per_s / 1e12:.2f} TB/s aggregate = "

@@ -33,8 +33,9 @@ SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without
               "or FILE, e.g. written by `synth SPEC --scale faithful`): compile and plan at SPEC's widths.")  # fmt: skip
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Targets (default: all).")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["sm_90", "sm_100"]), help="Default: both.")
-@click.option("--gpu", default="h200", show_default=True, help="GPU for the serving plan.")
-@click.option("--gpus", default=8, show_default=True, type=click.IntRange(1), help="GPU count for the plan.")
+@click.option("--gpu", default="h200", show_default=True, help="GPU for the serving plan (h100, h200, b200, gb300).")
+@click.option("--gpus", type=click.IntRange(1), help="GPU count for the plan; the plan stage fails when the model "
+              "does not fit them [default: the smallest count of --gpu that fits].")  # fmt: skip
 @click.option("--publish", "publish_repo", metavar="OWNER/NAME", help="Publish a GitHub release (GITHUB_TOKEN).")
 @click.option("--tag", help="Release tag for --publish.")
 @click.option("--api-url", help="GitHub Enterprise (or test server) API root for --publish.")
@@ -67,6 +68,10 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
         raise InputError("run: --stand-in-for names a CHECKPOINT's spec; --demo's stand-in is of --spec")
     if not demo and scale != DEMO_SCALE:
         raise InputError("run: --scale is --demo's (a CHECKPOINT has its own widths)")
+    from dayone.spec.planner import GPUS
+
+    if gpu not in GPUS:
+        raise InputError(f"run: --gpu {gpu}: not a GPU the plan knows ({', '.join(GPUS)})")
     compiling_process()  # the compile stage builds real kernels
     transformers_torch_path()  # the validate stage's reference, where it is transformers
     out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 from dayone.core.atomic import write_atomic
-from dayone.present import console, emit_json, human_count
+from dayone.present import console, emit_json, human_count, shown
 
 if TYPE_CHECKING:
     from dayone.spec.schema import ModelSpec
@@ -34,7 +34,7 @@ def list_cmd(as_json: bool) -> None:
         return
     table = Table("name", "architecture", "layers")
     for r in rows:
-        table.add_row(r["name"], r["architecture"], str(r["num_layers"]))
+        table.add_row(shown(r["name"]), shown(r["architecture"]), shown(r["num_layers"]))
     console.print(table)
 
 
@@ -77,18 +77,19 @@ def show(name_or_file: str, as_json: bool) -> None:
         return
     p = summary["params"]
     console.print(
-        f"[bold]{s.name}[/] ({s.hf.architecture}): {s.num_layers} layers, "
+        f"[bold]{shown(s.name)}[/] ({shown(s.hf.architecture)}): {s.num_layers} layers, "
         f"{human_count(p['total'])} parameters, {human_count(p['activated'])} activated per token"
     )
     console.print(
-        f"  attention: {summary['attention_layout']}   "
+        f"  attention: {shown(summary['attention_layout'])}   "
         f"({s.attention_kinds.count('kda')} kda, {s.attention_kinds.count('mla')} mla)"
     )
-    console.print(f"  ffn:       {summary['ffn_layout']}")
+    console.print(f"  ffn:       {shown(summary['ffn_layout'])}")
     if s.residual.kind == "attention":
         snaps = [l.index for l in s.layers if l.snapshot]
         console.print(f"  attention residuals: block {s.residual.block_size}, snapshots at layers {snaps}")
-    console.print(spec_to_yaml(s), markup=False)
+    for line in spec_to_yaml(s).splitlines():
+        console.print(shown(line))
 
 
 @spec.command("derive")
@@ -134,7 +135,7 @@ def derive(
         emit_json({"spec": spec_to_dict(s), "conventions": {"model_type": used.model_type, "source": used.source,
                    "extends": list(used.chain[1:])}, "output": str(output) if output else None})  # fmt: skip
     elif output:
-        console.print(f"wrote {output} (conventions: {used.source})", markup=False)
+        console.print(shown(f"wrote {output} (conventions: {used.source})"))
     else:
         click.echo(text, nl=False)
         click.echo(f"conventions: {used.source}", err=True)

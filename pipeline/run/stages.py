@@ -36,7 +36,7 @@ class RunContext:
     targets: tuple[str, ...]
     archs: tuple[str, ...]
     gpu: str = "h200"
-    gpus: int = 8
+    gpus: int | None = None  # None: the smallest count of `gpu` that fits
     reports: list[Report] = field(default_factory=list)
     # The spec a small stand-in checkpoint stands in for (the demo's synthesised checkpoint: its release spec):
     # kernels are compiled and the serving plan made at its widths, not at the stand-in's. None: the checkpoint's own.
@@ -135,13 +135,15 @@ def plan_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.spec.planner import make_plan
 
+        # gpus None: the smallest count of ctx.gpu that fits (the run's default); a count given that does not fit
+        # fails the stage, naming the smallest count that fits for every GPU kind.
         plan = make_plan(ctx.widths, ctx.gpu, ctx.gpus)
         _dump(workdir / "plan.json", plan.as_dict())
-        fits = "fits" if plan.fits else f"needs {plan.min_gpus} GPUs"
-        return StageResult(
-            "pass",
-            f"{ctx.gpus} x {ctx.gpu}{ctx.widths_note()}: {fits}, {plan.decode_bound_tokens_per_s:.0f} tok/s bound",
-        )
+        where = f"{plan.gpus} x {ctx.gpu}{ctx.widths_note()}"
+        if not plan.fits:
+            return StageResult(FAIL, f"{where}: does not fit; {plan.smallest_fits()}")
+        chosen = " (the smallest count that fits)" if ctx.gpus is None else ""
+        return StageResult(PASS, f"{where}{chosen}: fits, {plan.decode_bound_tokens_per_s:.0f} tok/s bound")
 
     return Stage(
         "plan", lambda: {"gpu": ctx.gpu, "gpus": ctx.gpus, **ctx.widths_inputs()}, run, after=("spec",),

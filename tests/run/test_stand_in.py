@@ -30,7 +30,7 @@ def test_plan_at_the_named_specs_widths(tiny_k3, tmp_path):
     result = integrate("run", tiny_k3, "--stand-in-for", "kimi-k3", *ONLY_PLAN, "--json", "-o", out, env=ONE_THREAD)
     assert result.code == 0, result.err
     plan = json.loads((out / "stages" / "plan" / "plan.json").read_text())
-    assert plan == json.loads(json.dumps(make_plan(load_spec("kimi-k3"), "h200", 8).as_dict()))
+    assert plan == json.loads(json.dumps(make_plan(load_spec("kimi-k3"), "h200", None).as_dict()))
     summary = {s["stage"]: s["summary"] for s in json.loads(result.out)["stages"]}
     assert "at kimi-k3's widths" in summary["plan"] and summary["spec"].startswith("k3-tiny:")
     # the spec report names the model stood in for: the dashboard plans it too (tests/dashboard)
