@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,23 @@ def loads(data: str | bytes, where: str, *, values_checked: bool = False) -> Any
     return value
 
 
-def read(path: Path, what: str | None = None) -> Any:
-    """The JSON document in the file at path; `what` names it in messages (default: the path)."""
+def read(path: Path, what: str | None = None, max_bytes: int | None = None) -> Any:
+    """The JSON document in the file at path; `what` names it in messages (default: the path). With max_bytes, a
+    larger file is refused from its size before any of it is read (a 200 MB config.json took 23 s and 1.2 GB)."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            if max_bytes is not None and os.fstat(f.fileno()).st_size > max_bytes:
+                raise InputError(f"{what or path}: larger than {_size(max_bytes)}; refused unread")
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
     except OSError as err:
         raise InputError(f"{what or path}: cannot read: {err.strerror or err}") from None
+    if max_bytes is not None and len(data) > max_bytes:  # a file that grew, or a pipe that reports no size
+        raise InputError(f"{what or path}: larger than {_size(max_bytes)}; refused")
     return loads(data, what or str(path))
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
 
 
 def _brackets(data: str | bytes) -> int:

@@ -2,7 +2,7 @@
 
 The search path, first match wins: folders given by the caller (`spec derive --conventions DIR`), then the folders
 in $DAYONE_CONVENTIONS (separated by the OS path separator), then the shipped spec/conventions/. A file is named
-after its model type (kimi_k4.yaml); what is in it is data: parsed with YAML's safe loader, no anchors or aliases,
+after its model type (kimi_k4.yaml); what is in it is data: parsed by dayone.core.untrusted_yaml (no aliases or merge keys),
 at most MAX_FILE_BYTES, checked by the schema's Conventions model, and an `extends` chain at most MAX_EXTENDS long.
 Within a `searching` block (a command) each model type's file is looked up once: the derivation and the line that
 reports which file it used get the same file, even if the search path changes in between.
@@ -18,10 +18,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-from dayone.core import untrusted_json
+from dayone.core import untrusted_yaml
 from dayone.core.errors import InputError
-from dayone.spec.registry import SafeLoader, validation_message
+from dayone.spec.registry import validation_message
 from dayone.spec.schema import MODEL_TYPE_PATTERN, Conventions
 from pydantic import ValidationError
 
@@ -147,26 +146,9 @@ def _resolve(
 
 def _read(path: Path) -> Conventions:
     """One conventions file, parsed as untrusted data."""
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-        if len(raw) > MAX_FILE_BYTES:
-            raise InputError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, not a conventions file")
-        text = raw.decode("utf-8")
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=SafeLoader)):
-            raise InputError(f"{path}: YAML aliases are not allowed in a conventions file")
-        data = yaml.load(text, Loader=SafeLoader)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    except RecursionError:
-        raise InputError(f"{path}: nested too deeply") from None
-    except (yaml.YAMLError, ValueError) as err:
-        raise InputError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    data = untrusted_yaml.read(path, max_bytes=MAX_FILE_BYTES)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a conventions file must be a mapping of fields")
-    untrusted_json.check_values(data, str(path))
     try:
         return Conventions.model_validate(data)
     except ValidationError as err:
