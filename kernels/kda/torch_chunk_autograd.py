@@ -1,0 +1,75 @@
+"""Chunked KDA forward that autograd can differentiate: the training path on a CPU (and wherever Triton has no
+backward yet), instead of the token-by-token reference recurrence.
+
+The same WY / UT-transform algorithm and arithmetic as torch_chunk.py (its `intra_chunk`, `decay`, `chunk_index` are
+shared), written without in-place updates of anything autograd saves: the state of each sequence is a new tensor per
+chunk and the outputs are gathered once at the end. The only Python loop walks chunks of 64 tokens (batched over
+sequences), so a step costs T / 64 small matmul rounds rather than T einsum rounds. All heads go in one pass (a
+training batch's activations are kept for backward anyway). Gradients: autograd of these ops, checked against
+autograd of the fp64 reference recurrence (tests/kernels/test_kda_autograd.py). Decay factors are floored at
+exp(MIN_LOG_DECAY) as in the forward kernels: below it the gradient through the factor is zero where the
+reference's is at most e^-60 times the term.
+"""
+
+from __future__ import annotations
+
+import torch
+from dayone.kernels.kda.chunk import CHUNK
+from dayone.kernels.kda.reference import prepare_inputs
+from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
+
+
+def chunk_kda_autograd(
+    q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, initial_state, output_final_state,
+    cu_seqlens, use_qk_l2norm, beta_logits,
+):  # fmt: skip
+    """Arguments and results as in `dayone.kernels.kda.chunk_kda` (o in v's dtype, final state fp32)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    dev = q.device
+    qn, kn, log_decay, b = prepare_inputs(
+        q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
+    )
+    bounds = [n * T for n in range(B + 1)] if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
+    rows, first, counts = chunk_index(bounds, pad=B * T)
+    rows = rows.to(dev)
+    N = len(bounds) - 1
+
+    def chunks(x):  # [B, T, H(, D)] -> [C, H, BT, D]; padding rows are zero: no input, no decay
+        x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
+        x = torch.cat([x, x.new_zeros(1, *x.shape[1:])])
+        return x[rows].movedim(2, 1)
+
+    qc, kc, vc, gc, bc = (chunks(x) for x in (qn, kn, v.float(), log_decay, b))
+    bc = bc[..., 0]
+    Akk, Aqk = intra_chunk(qc, kc, gc, bc)
+    eG = decay(gc.cumsum(2))
+    eye = torch.eye(CHUNK, device=dev)
+    inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
+    wu = inverse @ (bc[..., None] * torch.cat([kc * eG, vc], -1))
+    w, u = wu[..., :K], wu[..., K:]
+    qg = qc * eG
+    kg = (kc * decay(suffix_sum(gc, 2))).transpose(-1, -2)
+    chunk_decay = eG[:, :, -1, :, None]
+
+    states = [
+        initial_state[n].float() if initial_state is not None else torch.zeros(H, K, V, device=dev) for n in range(N)
+    ]
+    outputs: list[torch.Tensor | None] = [None] * rows.shape[0]
+    for c in range(max(counts, default=0)):
+        seqs = [n for n in range(N) if counts[n] > c]
+        ids = torch.tensor([first[n] + c for n in seqs], device=dev)
+        S = torch.stack([states[n] for n in seqs])
+        vn = u[ids] - w[ids] @ S
+        o = qg[ids] @ S + Aqk[ids] @ vn
+        S = S * chunk_decay[ids] + kg[ids] @ vn
+        for j, n in enumerate(seqs):
+            states[n] = S[j]
+            outputs[first[n] + c] = o[j]
+    if outputs:
+        o = torch.stack(outputs).movedim(1, 2).reshape(-1, H, V)  # [C * BT, H, V] in chunk-row order
+        out = torch.zeros(B * T + 1, H, V, device=dev).index_copy(0, rows.reshape(-1), o)[: B * T]
+    else:
+        out = torch.zeros(B * T, H, V, device=dev)
+    final = torch.stack(states) if output_final_state and states else None
+    return out.view(B, T, H, V).to(v.dtype), final
