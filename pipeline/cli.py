@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import click
-from dayone.core.errors import InputError
+from dayone.core.errors import InputError, environment_errors_as_input
 from dayone.core.redact import redact, redact_streams, redacting_streams, remember_command_line
 
 COMMANDS_DIR = Path(__file__).parent / "commands"
@@ -72,7 +72,7 @@ class Integrate(click.Group):
         # A --json command prints exactly one JSON document on stdout, on bad input too (scripts parse stdout).
         as_json = "--json" in sys.argv[1:]
         try:
-            with redacting_streams():
+            with redacting_streams(), environment_errors_as_input():
                 return super().invoke(ctx)
         except InputError as err:
             from dayone.present import emit_json, error_document, plain  # rich: only when there is something to say
