@@ -53,8 +53,31 @@ def error_document(message: str, exit_code: int) -> dict:
 
 def progress_line(text: str) -> None:
     """One timestamped progress line on stderr, flushed at once: what a run shows off a terminal (CI, a file)."""
-    stamp = time.strftime("%H:%M:%S", time.gmtime())
-    click.echo(f"{stamp} {plain(text)}", err=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    click.echo(f"{stamp}Z {plain(text)}", err=True)
+
+
+def on_a_terminal() -> bool:
+    """Whether progress is drawn (rich, on stderr's terminal) rather than written as lines."""
+    return sys.stderr.isatty()
+
+
+# Where a long stage's steps go (validate's layers, compile's kernels): off a terminal, a timestamped line each; a
+# command drawing rich progress on a terminal points it at its progress bar; a --json run turns it off.
+_step_sink = [None if on_a_terminal() else progress_line]
+
+
+def step(text: str) -> None:
+    """Report one step of a long piece of work ("validate: layer 3 of 93"). Domain code calls it; the command
+    decides where it shows (set_step_sink)."""
+    sink = _step_sink[0]
+    if sink is not None:
+        sink(text)
+
+
+def set_step_sink(sink) -> None:
+    """Send steps to `sink(text)`, or nowhere (None)."""
+    _step_sink[0] = sink
 
 
 def human_bytes(n: float) -> str:

@@ -15,9 +15,14 @@ details  free-form per stage; the dashboard draws these keys when present:
                    shared_bytes, spill_bytes, ...]
          coverage: the `integrate inspect --json` document; "synthetic": true for a skeleton checkpoint
          spec:     "spec": the spec itself (spec_to_dict), so a derived or scaled spec can be planned
+         conform:  "runs": [{"world_size": int, "levels": {name: {"status", "detail", figures...}}, ...}]: the
+                   conformance matrix (target x level x world size) and each level's figures, whatever they are
          any:      "levels": [{"level": str, "status": pass|fail|not run, "reason": str}, ...] in order, for a
                    stage that proves a target step by step; the cell shows the last level reached and why the next
-                   one was not
+                   one was not; "reason": why it is not a pass
+
+The keys the dashboard draws are read through one validated model (Drawn): a report whose drawn keys do not fit it
+is kept, shown as "malformed" with its file and the first field named, and never drawn from.
 
 A report file holds one report or a list of them. Two stage outputs that predate this format are read as reports,
 with created = the file's modification time: `integrate inspect --json` output (a coverage report) and
@@ -34,7 +39,7 @@ from dayone.core import untrusted_json
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.core.redact import redact_data
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 STAGES = ("spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish")
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge", "reference")
@@ -54,6 +59,79 @@ INSPECT_KEYS = frozenset({"ok", "checkpoint", "spec", "expected_tensors", "missi
 COMPILE_KEYS = frozenset({"stage", "spec", "archs", "ok", "kernels"})
 
 
+Status = Literal["pass", "fail", "not run"]
+TEXT = 4096  # the longest reason or name shown; a longer one is malformed (a page is read, not scrolled)
+
+
+class _Open(BaseModel):
+    """A drawn object: the keys named are checked, any others are kept and shown as they are (figures)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class NumericsRow(_Open):
+    capture: str = Field(max_length=200)
+    layer: int
+    rel_rms: float  # NaN or inf: a non-finite result, drawn at the top of the plot
+
+
+class Tolerance(_Open):
+    rel_rms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
+class ResourceRow(_Open):
+    kernel: str = Field(default="?", max_length=TEXT)
+    arch: str | None = Field(default=None, max_length=64)
+    registers: int | None = None
+    shared_bytes: int | None = None
+    spill_bytes: int | None = None
+    config: str | None = Field(default=None, max_length=TEXT)
+
+
+class LevelRow(_Open):
+    level: str = Field(max_length=200)
+    status: Status = "not run"
+    reason: str | None = Field(default=None, max_length=TEXT)
+
+
+class RunLevel(_Open):
+    """One level of one conformance run; any key besides status and detail is a figure (forward's logprob max
+    abs, greedy agreement, tokens/s, ...), shown with its name."""
+
+    status: Status
+    detail: str = Field(default="", max_length=TEXT)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class ConformRun(_Open):
+    world_size: int = Field(ge=1, le=1 << 20)
+    framework: str | None = Field(default=None, max_length=200)
+    version: str | None = Field(default=None, max_length=200)
+    levels: dict[str, RunLevel]
+
+
+class Drawn(BaseModel):
+    """What the dashboard reads of a report's details; everything else in details is shown as JSON only."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reason: str | None = Field(default=None, max_length=TEXT)
+    levels: list[LevelRow] | None = None
+    runs: list[ConformRun] | None = None
+    numerics: list[NumericsRow] | None = None
+    tolerance: Tolerance | None = None
+    resources: list[ResourceRow] | None = None
+    spec: dict[str, Any] | None = None
+    stands_in_for: dict[str, Any] | None = None
+    unreplayed: dict[str, Any] | None = None
+
+
+SPEC_ONLY = ("spec", "stands_in_for")  # Drawn keys read from spec reports only
+
+
 class Report(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,6 +142,29 @@ class Report(BaseModel):
     status: Literal["pass", "fail", "not run"]
     created: datetime
     details: dict[str, Any] = Field(default_factory=dict)
+    _source: str | None = PrivateAttr(default=None)  # the file it was read from, as given
+    _drawn: Drawn | None = PrivateAttr(default=None)
+    _malformed: str | None = PrivateAttr(default=None)
+
+    @property
+    def drawn(self) -> Drawn:
+        """The details the dashboard draws, validated once; empty when they do not fit (see malformed)."""
+        if self._drawn is None and self._malformed is None:
+            try:
+                # "spec" is the spec itself only in a spec report (a coverage report's is the spec's name)
+                own = SPEC_ONLY if self.stage != "spec" else ()
+                self._drawn = Drawn.model_validate({k: v for k, v in self.details.items() if k not in own})
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(p) for p in ("details", *first["loc"]))
+                self._malformed = f"{self._source or 'a report'}: {where}: {first['msg']}"
+        return self._drawn or Drawn()
+
+    @property
+    def malformed(self) -> str | None:
+        """ "FILE: details.FIELD: what is wrong" when the drawn details do not fit, else None."""
+        self.drawn  # noqa: B018 - validates once
+        return self._malformed
 
     @field_validator("details")
     @classmethod
@@ -127,6 +228,13 @@ def load_reports(paths: list[Path]) -> list[Report]:
 
 
 def _read(file: Path) -> list[Report]:
+    reports = _parse(file)
+    for r in reports:
+        r._source = file.name
+    return reports
+
+
+def _parse(file: Path) -> list[Report]:
     data = untrusted_json.read(file)
     items = data if isinstance(data, list) else [data]
     out = []

@@ -22,6 +22,7 @@ from dayone.adapters.model.batch import Batch
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core.errors import InputError
 from dayone.dashboard.reports import Report
+from dayone.present import step
 from dayone.spec.schema import ModelSpec
 from dayone.validate import distributed
 from dayone.validate.floor import FLOOR_TIER, figures
@@ -230,6 +231,7 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
             side.batch = batch
 
     for i in ranks.layers(spec.num_layers):
+        step(f"validate: layer {i + 1} of {spec.num_layers}")  # a faithful-scale layer takes minutes on a CPU
         state = reference.state(i)  # the reference's input to layer i, for the layer-local run
         rc = timed("reference", lambda i=i: reference.layer(i))
         p = f"layers.{i}."

@@ -3,8 +3,8 @@
 import json
 from pathlib import Path
 
-import yaml
 import pytest
+import yaml
 from cli_runner import assert_bad_input, integrate
 
 
@@ -102,7 +102,9 @@ def test_the_runs_plan_stage_fails_when_the_model_does_not_fit(tmp_path):
     the plan takes the smallest count that fits and passes."""
     synth = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", tmp_path / "ck")
     assert synth.code == 0, synth.err
-    skip = [a for stage in ("coverage", "generate", "conform", "compile", "validate", "package") for a in ("--skip", stage)]
+    skip = [
+        a for stage in ("coverage", "generate", "conform", "compile", "validate", "package") for a in ("--skip", stage)
+    ]
     args = ("run", tmp_path / "ck", "--stand-in-for", "kimi-k3", *skip, "--json")
     small = integrate(*args, "--gpus", "8", "-o", tmp_path / "eight")
     assert small.code == 1, small.err

@@ -57,6 +57,36 @@ def resources(arch: str, spill: int = 0) -> list[dict]:
     ]
 
 
+CONFORM_LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
+# What forward measured where it ran (the figures a level carries besides status and detail, as the probes add them).
+FORWARD_FIGURES = {"logprob_max_abs": 0.0123, "greedy_token_agreement": 1.0, "tokens_per_s": 812.5}
+
+
+def conform_run(world_size: int, reached: int, framework: str, stop: str = "not run", **figures) -> dict:
+    """A probe run (levels.json as dayone.conform writes it) that passed the first `reached` levels; the next one is
+    `stop` with its detail, and any after it not run."""
+    levels = {}
+    for i, name in enumerate(CONFORM_LEVELS):
+        if i < reached:
+            levels[name] = {"status": "pass", "detail": f"{name} ok", **(figures if name == "forward" else {})}
+        elif i == reached:
+            levels[name] = {"status": stop, "detail": f"{name} {stop} at world size {world_size}: needs a GPU"}
+        else:
+            levels[name] = {"status": "not run", "detail": f"needs {CONFORM_LEVELS[i - 1]}"}
+    return {"framework": framework, "version": "1.0", "world_size": world_size, "facts": {}, "levels": levels}
+
+
+def conform_reports(run: int) -> list[dict]:
+    """kimi-linear's conformance: vLLM reached forward at both world sizes (with figures); SGLang stopped before
+    forward at world size 1 and failed loaded at world size 2."""
+    vllm = [conform_run(n, 5, "vllm", **FORWARD_FIGURES) for n in (1, 2)]
+    sglang = [conform_run(1, 4, "sglang"), conform_run(2, 3, "sglang", stop="fail")]
+    return [
+        report("conform", LINEAR, "pass", run, target="vllm", runs=vllm),
+        report("conform", LINEAR, "fail", run, target="sglang", runs=sglang),
+    ]
+
+
 def write_sample_reports(folder: Path, coverage_json: Path | None = None) -> dict:
     """Write the reports under folder (some as lists, one per stage file) and return the expected cell states,
     keyed by (spec, stage, target or None). coverage_json, when given, is real `integrate inspect --json` output."""
@@ -98,6 +128,7 @@ def write_sample_reports(folder: Path, coverage_json: Path | None = None) -> dic
         report("compile", LINEAR, "fail", 2, arch="sm_90", resources=resources("sm_90", spill=512)),
         report("publish", LINEAR, "pass", 2),
     ]
+    reports += conform_reports(2)
     for i, r in enumerate(reports):
         (folder / f"{i:02d}-{r['spec']}-{r['stage']}.json").write_text(json.dumps(r))
     (folder / "batch.json").write_text(
@@ -110,23 +141,27 @@ def write_sample_reports(folder: Path, coverage_json: Path | None = None) -> dic
         (K3, "coverage", None): "pass",
         (K3, "generate", "sglang"): "pass",
         (K3, "generate", "vllm"): "fail",
-        (K3, "generate", "miles"): "not run",
+        (K3, "conform", "vllm"): "no report",
         (K3, "compile", None): "pass",
         (K3, "validate", "sglang"): "waiting for weights",
         (K3, "validate", "reference"): "waiting for weights",
         (K3, "package", "sglang"): "pass",
-        (K3, "publish", None): "not run",
+        (K3, "publish", None): "no report",  # a column (kimi-linear published), but no evidence for kimi-k3
         (LINEAR, "spec", None): "pass",
-        (LINEAR, "coverage", None): "pass" if coverage_json is not None else "not run",
+        (LINEAR, "coverage", None): "pass" if coverage_json is not None else "no report",
         (LINEAR, "generate", "vllm"): "pass",
         (LINEAR, "validate", "reference"): "pass",
         (LINEAR, "validate", "sglang"): "fail",
-        (LINEAR, "validate", "vllm"): "not run",
+        (LINEAR, "validate", "vllm"): "no report",
+        (LINEAR, "conform", "vllm"): "pass",
+        (LINEAR, "conform", "sglang"): "fail",
         (LINEAR, "compile", None): "fail",
         (LINEAR, "publish", None): "pass",
     }
 
 
+# Rows with evidence (no report names miles or megatron-bridge: they are not shown).
+SHOWN_TARGETS = ["sglang", "vllm", "reference"]
 # Points each model page's charts must draw, per target.
 CHART_POINTS = {LINEAR: {"reference": len(CAPTURES) * LAYERS, "sglang": 2 * LAYERS}, K3: {}}
 # Runs shown as marks: kimi-k3's spec cell ran three times (fail, pass, pass).

@@ -12,8 +12,9 @@ import pytest
 from cli_runner import assert_bad_input, integrate
 from dayone.dashboard.chart import numerics_svg
 from dayone.dashboard.matrix import build_matrix
+from dayone.dashboard.names import page_name
 from dayone.dashboard.reports import load_reports
-from sample_reports import K3, LINEAR, RUN, report, resources, write_sample_reports
+from sample_reports import K3, LINEAR, RUN, conform_reports, report, resources, write_sample_reports
 
 
 def test_cli_json_lists_every_cell_state(tmp_path):
@@ -170,10 +171,14 @@ def test_a_cell_never_shows_pass_for_what_did_not_run_and_says_why(tmp_path):
     assert package_cell.state == "not run" and "needs validate" in package_cell.reason
     assert model.cell("generate", "vllm").state == "pass" and model.cell("generate", "vllm").reason == ""
     assert model.cell("validate", "sglang").reason == "no report: this stage has not run for this model and target"
+    assert model.cell("validate", "sglang").state == "no report" and not model.cell("validate", "sglang").blocking
     result = integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site")
     assert result.code == 0, result.err
     index = (tmp_path / "site" / "index.html").read_text()
-    assert 'data-stage="compile" data-target="" data-state="not run" title="sm_100: no sm_100 compiler here"' in index
+    # the reason is text in the cell, not a hover-only title (tests/dashboard/test_dashboard_browser.py reads it)
+    assert 'data-stage="compile" data-target="" data-state="not run">not run</a>' in index
+    assert '<span class="why">sm_100: no sm_100 compiler here</span>' in index
+    assert 'title="sm_100' not in index
 
 
 def test_a_cell_with_levels_shows_the_last_level_reached_and_why_not_the_next(tmp_path):
@@ -202,7 +207,7 @@ def test_the_plan_is_of_the_spec_the_reports_carry(tmp_path):
     doc = {**report("spec", tiny.name, "pass", 0), "details": {"spec": spec_to_dict(tiny)}}
     (tmp_path / "r.json").write_text(json.dumps([doc]))
     assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
-    page = (tmp_path / "site" / f"model-{tiny.name}.html").read_text()
+    page = (tmp_path / "site" / page_name("model", tiny.name)).read_text()
     assert tiny.name == "kimi-k3-tiny" and "No plan" not in page and "decode bound" in page
 
 
@@ -219,8 +224,88 @@ def test_a_stand_ins_plan_is_of_the_model_it_stands_in_for(tmp_path):
     details = {"spec": spec_to_dict(tiny), "stands_in_for": spec_to_dict(k3)}
     (tmp_path / "r.json").write_text(json.dumps([{**report("spec", tiny.name, "pass", 0), "details": details}]))
     assert integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site").code == 0
-    page = (tmp_path / "site" / f"model-{tiny.name}.html").read_text()
+    page = (tmp_path / "site" / page_name("model", tiny.name)).read_text()
     expected = make_plan(k3, "h200", 8)
     assert "<tr><th>spec</th><td>kimi-k3</td></tr>" in page
     assert f"<tr><th>params total</th><td>{human_count(expected.params_total)}</td></tr>" in page
     assert human_count(expected.params_total) != human_count(make_plan(tiny, "h200", 8).params_total)
+
+
+def test_the_grid_holds_only_stages_and_targets_with_evidence(tmp_path):
+    """No report names miles or publish: neither is a row or column; a per-target stage with reports for some
+    targets shows "no report" (not "not run") where it has none, and that does not block the verdict."""
+    docs = [report("spec", LINEAR, "pass", 0), report("generate", LINEAR, "pass", 0, target="sglang"),
+            report("validate", LINEAR, "pass", 0, target="reference")]  # fmt: skip
+    [model] = build_matrix(load_reports_from(tmp_path, docs), set())
+    assert model.stages == ("spec", "generate", "validate")
+    assert model.targets == ("sglang", "reference")
+    assert model.cell("generate", "reference").state == "no report"
+    assert model.ready and model.blocking == []
+
+
+def test_the_verdict_names_every_blocking_reason(tmp_path):
+    docs = [report("spec", LINEAR, "pass", 0), report("generate", LINEAR, "fail", 0, target="sglang", reason="boom"),
+            report("validate", LINEAR, "not run", 0, target="sglang", reason="needs a GPU"),
+            report("validate", LINEAR, "not run", 0, target="vllm", reason="needs a GPU")]  # fmt: skip
+    [model] = build_matrix(load_reports_from(tmp_path, docs), set())
+    assert not model.ready
+    assert model.blocking == ["generate sglang: fail: boom", "validate sglang, vllm: not run: needs a GPU"]
+
+
+def test_conformance_matrix_is_target_by_level_by_world_size_with_refit_its_own_column(tmp_path):
+    from dayone.dashboard.conformance import conform_matrix
+
+    [model] = build_matrix(load_reports_from(tmp_path, conform_reports(0)), set())
+    matrix = conform_matrix(model)
+    assert matrix.levels == ["discovered", "accepted", "built", "loaded", "forward", "refit"]
+    rows = {(r.target, r.world_size): r for r in matrix.rows}
+    assert sorted(rows) == [("sglang", 1), ("sglang", 2), ("vllm", 1), ("vllm", 2)]
+    assert rows[("vllm", 2)].highest == "forward"
+    assert rows[("vllm", 2)].highest_figures == {"logprob_max_abs": 0.0123, "greedy_token_agreement": 1.0,
+                                                 "tokens_per_s": 812.5}  # fmt: skip
+    assert rows[("sglang", 1)].highest == "loaded"
+    assert [(c.level, c.status) for c in rows[("sglang", 2)].not_passed] == [
+        ("loaded", "fail"), ("forward", "not run")]  # fmt: skip
+    assert "refit" not in rows[("vllm", 1)].cells  # no run reports refit: the column says "no evidence"
+    cell = model.cell("conform", "vllm")
+    assert rows[("vllm", 2)].cells["forward"].href == f"{cell.page}#run-vllm-ws2-forward"
+
+
+def test_malformed_details_are_shown_as_malformed_naming_the_file(tmp_path):
+    """Drawn details that do not fit their model (a layer that is not a number, a huge reason): the cell says
+    malformed with the file and field, the verdict is blocked, and the dashboard still builds."""
+    bad_rows = [{"capture": "x", "layer": "three", "rel_rms": 1e-3}]
+    docs = [report("validate", LINEAR, "pass", 0, target="reference", numerics=bad_rows),
+            report("generate", LINEAR, "fail", 0, target="vllm", reason="r" * 100_000)]  # fmt: skip
+    for i, doc in enumerate(docs):
+        (tmp_path / f"bad-{i}.json").write_text(json.dumps(doc))
+    [model] = build_matrix(load_reports([tmp_path]), set())
+    validate = model.cell("validate", "reference")
+    assert validate.state == "malformed"
+    assert "bad-0.json: details.numerics.0.layer" in validate.reason
+    assert model.cell("generate", "vllm").state == "malformed" and "bad-1.json: details.reason" in model.cell(
+        "generate", "vllm").reason  # fmt: skip
+    assert not model.ready
+    result = integrate("dashboard", tmp_path, "-o", tmp_path / "site")
+    assert result.code == 0, result.err
+    assert "bad-0.json: details.numerics.0.layer" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_a_long_spec_name_gets_short_distinct_page_names(tmp_path):
+    """A spec name past the file-name limit once crashed the build (OSError: File name too long)."""
+    long_a, long_b = "k" * 300 + "a", "k" * 300 + "b"
+    docs = [report("spec", long_a, "pass", 0), report("spec", long_b, "pass", 0),
+            report("spec", "a b", "pass", 0), report("spec", "a_b", "pass", 0)]  # fmt: skip
+    (tmp_path / "r.json").write_text(json.dumps(docs))
+    result = integrate("dashboard", tmp_path / "r.json", "-o", tmp_path / "site", "--json")
+    assert result.code == 0, result.err
+    pages = {c["page"] for c in json.loads(result.out)["cells"]}
+    assert all(len(name.encode()) < 120 for name in pages)
+    names = [page_name("model", n) for n in (long_a, long_b, "a b", "a_b")]
+    assert len(set(names)) == 4 and all((tmp_path / "site" / n).is_file() for n in names)
+
+
+def load_reports_from(folder, docs):
+    path = folder / "reports.json"
+    path.write_text(json.dumps(docs))
+    return load_reports([path])

@@ -1,0 +1,86 @@
+"""The conformance matrix, from run evidence only: target x level x world size, from the latest conform report of
+each target (details "runs", as dayone.conform writes them). Each cell links to the run it comes from on the
+target's cell page. Refit (the trainer's weights pushed into a running engine) is its own column; where no run
+reports it, the column says there is no evidence rather than leaving it out.
+
+Per engine and world size: the highest level reached in order, with the figures the run gives for it, and the
+reason for every level not passed. Figures are whatever a level carries besides status and detail (forward's
+log-prob max abs, greedy token agreement, tokens/s, ...): shown by name, never picked from a list here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dayone.dashboard.matrix import ModelRows
+from dayone.dashboard.names import slug
+from dayone.dashboard.reports import ConformRun, Report
+
+REFIT = "refit"
+
+
+@dataclass
+class LevelCell:
+    level: str
+    status: str
+    detail: str
+    figures: dict[str, Any]
+    href: str  # the evidence: the run's row on the target's cell page
+
+
+@dataclass
+class RunRow:
+    """One target at one world size: its cells by level, the highest level reached and what stopped it."""
+
+    target: str
+    world_size: int
+    framework: str | None
+    version: str | None
+    cells: dict[str, LevelCell]
+    highest: str | None = None
+    highest_figures: dict[str, Any] = field(default_factory=dict)
+    not_passed: list[LevelCell] = field(default_factory=list)
+
+
+@dataclass
+class ConformMatrix:
+    levels: list[str]  # columns, in the probes' order; refit last
+    rows: list[RunRow]
+
+
+def run_anchor(target: str, world_size: int, level: str | None = None) -> str:
+    """The id of a run's row (or one level's row) on the cell page."""
+    return f"run-{slug(target)}-ws{world_size}" + (f"-{slug(level)}" if level else "")
+
+
+def conform_matrix(model: ModelRows) -> ConformMatrix | None:
+    """The matrix of the latest conform report of every target of `model` that has runs; None when none has."""
+    rows: list[RunRow] = []
+    levels: list[str] = []
+    for target in model.targets:
+        cell = model.cells.get(("conform", target))
+        latest = [r for r in (cell.latest_reports if cell else []) if not r.malformed and r.drawn.runs]
+        for report in latest:
+            for run in sorted(report.drawn.runs or [], key=lambda run: run.world_size):
+                rows.append(_row(report, run, cell.page))
+                levels += [name for name in run.levels if name not in levels]
+    if not rows:
+        return None
+    columns = [name for name in levels if name != REFIT] + [REFIT]
+    return ConformMatrix(columns, rows)
+
+
+def _row(report: Report, run: ConformRun, page: str) -> RunRow:
+    target = report.target or "?"
+    cells = {
+        name: LevelCell(name, lv.status, lv.detail, lv.figures, f"{page}#{run_anchor(target, run.world_size, name)}")
+        for name, lv in run.levels.items()
+    }
+    row = RunRow(target, run.world_size, run.framework, run.version, cells)
+    for name, cell in cells.items():  # in the probe's order
+        if cell.status != "pass":
+            break
+        row.highest, row.highest_figures = name, cell.figures
+    row.not_passed = [c for c in cells.values() if c.status != "pass"]
+    return row
