@@ -3,6 +3,7 @@
 import contextlib
 import errno
 import os
+import re
 from collections.abc import Iterator
 
 
@@ -26,6 +27,8 @@ def environment_error_message(err: BaseException) -> str | None:
     if not isinstance(err, OSError) or err.errno not in ENVIRONMENT_ERRNOS:
         return None
     reason = err.strerror or os.strerror(err.errno)
+    if err.errno == errno.EEXIST and err.filename is not None and not os.path.isdir(err.filename):
+        reason = "exists and is not a folder"  # mkdir of an output's parent that is a regular file
     paths = [p for p in (err.filename, err.filename2) if p is not None]
     return f"{' -> '.join(map(os.fsdecode, paths))}: {reason}" if paths else f"cannot write: {reason}"
 
@@ -41,3 +44,13 @@ def environment_errors_as_input() -> Iterator[None]:
         if message is None:
             raise
         raise InputError(message) from None
+
+
+def as_os_error(err: Exception, path: object) -> Exception:
+    """A library's error that carries the OS's in its text (safetensors: "I/O error: No space left on device (os
+    error 28)") as the OSError naming `path`; any other error unchanged."""
+    found = re.search(r"\(os error (\d+)\)", str(err))
+    if found is None:
+        return err
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(path))

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
+
+from dayone.core.errors import InputError
 
 SECRET_VARIABLES = ("GITHUB_TOKEN", "GH_TOKEN", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 MASK = "***"
@@ -47,14 +50,33 @@ def remember_command_line(args: list[str]) -> None:
 def secrets() -> list[str]:
     """Every secret the process holds, in the forms it can appear in text, longest first."""
     raw = {os.environ.get(name) or "" for name in SECRET_VARIABLES} | _remembered
+    # A token pasted with a line end ("export GITHUB_TOKEN=$(cat token.txt)" of a Windows file) is sent, and so
+    # quoted back, without it; an error quotes it escaped (repr in a traceback, JSON in a report).
+    raw |= {secret.strip() for secret in raw}
     forms: set[str] = set()
     for secret in raw:
         if len(secret) < MIN_SECRET_LENGTH:
             continue
         # As sent in a URL, and in Basic auth headers (git's "x-access-token:TOKEN", base64 encoded).
         forms |= {secret, quote(secret, safe=""), base64.b64encode(secret.encode()).decode()}
+        forms |= {repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
         forms.add(base64.b64encode(f"x-access-token:{secret}".encode()).decode())
     return sorted(forms, key=len, reverse=True)
+
+
+def clean_token(value: str | None, variable: str) -> str | None:
+    """A token from the environment as it is to be sent: the white space around it (a pasted line end, CR/LF from a
+    Windows file) stripped; one with a space or control character inside refused, without quoting it. Requests
+    otherwise raised a ValueError quoting the whole header, token and all."""
+    if value is None:
+        return None
+    token = value.strip()
+    remember(value)  # the raw form (with its line end) is a secret too
+    if not token:
+        return None
+    if any(ch.isspace() or not ch.isprintable() for ch in token):
+        raise InputError(f"{variable}: holds a space or control character inside the token; set it to the token alone")
+    return token
 
 
 def redact(text: str) -> str:

@@ -58,7 +58,9 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     never "pass". Exit 0 only if every stage passed or is partial (or was skipped on request), 1 otherwise."""
     from dayone.commands.compile_cmd import compiling_process
     from dayone.commands.validate_cmd import transformers_torch_path
+    from dayone.core.redact import clean_token
     from dayone.run.lock import hold
+    from dayone.run.state import clean_leftovers, scratch_tempdir
 
     if demo == bool(checkpoint):
         raise InputError("run: give a CHECKPOINT or --demo (not both)")
@@ -75,8 +77,11 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     compiling_process()  # the compile stage builds real kernels
     transformers_torch_path()  # the validate stage's reference, where it is transformers
     out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT
+    if publish_repo:  # up front: a token with a line end made publish fail quoting it, stages later
+        clean_token(os.environ.get("GITHUB_TOKEN"), "GITHUB_TOKEN")
     out.mkdir(parents=True, exist_ok=True)
-    with hold(out):
+    with hold(out), scratch_tempdir(out):
+        clean_leftovers(out)
         report, results = _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo,
                                tag, api_url, out, as_json, frozenset(skip))  # fmt: skip
     if as_json:
@@ -145,9 +150,17 @@ def _created(out: Path) -> datetime:
             return datetime.fromtimestamp(int(epoch), UTC)
         except ValueError:
             raise InputError(f"SOURCE_DATE_EPOCH={epoch!r}: not an integer") from None
-    marker = out / "run.json"
-    if marker.is_file():
-        return datetime.fromisoformat(json.loads(marker.read_text())["created"])
+    from dayone.run.state import RUN_FILE, read_state
+
+    marker = out / RUN_FILE
+    recorded, problem = read_state(marker)  # never through a link; a corrupt one is started again
+    if recorded is not None:
+        try:
+            return datetime.fromisoformat(recorded["created"])
+        except (KeyError, TypeError, ValueError):
+            problem = "holds no valid 'created' time"
+    if problem is not None:
+        click.echo(f"warning: {marker}: {problem}; starting this run's record again", err=True)
     created = datetime.now(UTC).replace(microsecond=0)
     write_atomic(marker, json.dumps({"created": created.isoformat()}) + "\n")
     return created

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dayone.checkpoint.writer import encode_header
 from dayone.convert.pieces import Copy, Dequant, Piece
+from dayone.core.atomic import named
 
 COPY_BUFFER = 8 << 20
 CHUNK_BYTES = 4 << 20  # BF16 output per dequantized block of rows: small enough to stay in cache
@@ -62,6 +63,8 @@ def write_stream(
         out = -1
         os.replace(tmp, path)
         return size
+    except OSError as err:  # a full disk names no file: the one line names the output
+        raise named(err, path) from None
     finally:
         sink.close(raise_error=False)
         if out >= 0:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import github3
 import requests
 from dayone.core.errors import InputError
-from dayone.core.redact import server_text
+from dayone.core.redact import clean_token, server_text
 from dayone.release import PublishError
 from dayone.release.assets import LocalAsset, local_assets
 from github3 import exceptions as gh_errors
@@ -117,6 +117,7 @@ def publish(
     """Create the release for `tag` (or reuse it) and upload each file of dist not already there.
 
     In a dry run only reads are made (the token is used when given, for private repositories)."""
+    token = clean_token(token, "GITHUB_TOKEN")  # before any request: a line end in it made requests quote it
     files = local_assets(dist)
     owner, name = repo_slug.split("/", 1)
     result = PublishResult(repo=repo_slug, tag=tag, dry_run=dry_run)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dayone.core.errors import InputError
+from dayone.core.redact import clean_token
 from dayone.release import PublishError
 
 MODEL_CARD = "README.md"
@@ -44,6 +45,7 @@ def upload_to_hub(folder: Path, repo_id: str, *, token: str | None, dry_run: boo
     result = HubResult(repo_id=repo_id, folder=str(folder), dry_run=dry_run, files=hub_files(folder))
     if dry_run:
         return result
+    token = clean_token(token, "HF_TOKEN")
     if not token:
         raise InputError("--hf-repo: HF_TOKEN is not set (use --dry-run to see what would be uploaded)")
     import httpx2

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from dayone.core.atomic import swap_in, write_atomic
 from dayone.core.errors import InputError
+from dayone.core.redact import redact, redact_data
+from dayone.run.state import read_state
 
 STAGE_FILE = "stage.json"
 PASS, PARTIAL, FAIL, NOT_RUN = "pass", "partial", "fail", "not run"
@@ -126,18 +128,23 @@ def _run_one(stage: Stage, root: Path, out: Path, version: str) -> StageResult:
         _write_log(out, f"{stage.name}.traceback", traceback.format_exc())
         result = StageResult(FAIL, f"{type(err).__name__}: {err} (traceback in logs/{stage.name}.traceback)")
     result.seconds = time.perf_counter() - start
+    # What a stage says goes to the terminal, stage.json, report.json and the site: no secret in any of them (an
+    # exception's text may quote a token, escaped or not).
+    result.summary, result.outputs = redact(result.summary), redact_data(result.outputs)
     record = {"key": key, "status": result.status, "summary": result.summary, "outputs": result.outputs}
-    (partial / STAGE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_atomic(partial / STAGE_FILE, json.dumps(record, indent=1, sort_keys=True) + "\n")
     swap_in(partial, final)
     _write_log(out, f"{stage.name}.json", json.dumps({"seconds": round(result.seconds, 3)}) + "\n")
     return result
 
 
 def _recorded(folder: Path) -> dict:
-    try:
-        return json.loads((folder / STAGE_FILE).read_text())
-    except (OSError, ValueError):
+    """The stage's record, or {} (the stage runs again) when there is none or it cannot be used: corrupt, a link,
+    fields of the wrong type."""
+    record, _ = read_state(folder / STAGE_FILE)
+    if record is None or not isinstance(record.get("summary"), str) or not isinstance(record.get("outputs"), dict):
         return {}
+    return record
 
 
 def _write_log(out: Path, name: str, text: str) -> None:

@@ -16,7 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
-from dayone.core.errors import InputError
+from dayone.core.atomic import refuse_special
+from dayone.core.errors import InputError, as_os_error
 
 FORMAT = "1"
 
@@ -46,9 +47,11 @@ def write_golden(
     path: Path, input_ids: torch.Tensor, logits: torch.Tensor, metadata: dict[str, str], routes: dict | None = None
 ) -> None:
     """Write atomically (a temporary sibling, then a rename). routes: "layers.{i}.topk_ids" -> [B*T, k]."""
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
 
     path = Path(path)
+    refuse_special(path)  # the rename would replace a device node named as the output
     path.parent.mkdir(parents=True, exist_ok=True)
     logits = logits.float().contiguous()
     tensors = {
@@ -60,7 +63,10 @@ def write_golden(
     meta = {"format": "pt", "dayone_golden": FORMAT, "dayone_version": dayone_version(), **metadata}
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        save_file(tensors, str(tmp), metadata=meta)
+        try:
+            save_file(tensors, str(tmp), metadata=meta)
+        except SafetensorError as err:  # a full disk: the OS's error is in its text
+            raise as_os_error(err, path) from None
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
