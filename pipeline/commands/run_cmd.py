@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, on_a_terminal, progress_line, set_step_sink, shown
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -110,19 +110,23 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=True, disable=as_json) as progress:
+    lines = not on_a_terminal()  # CI, `| tee`, a file: a timestamped line per stage start and end, and per step
+    with Progress(*columns, console=console, transient=True, disable=as_json or lines) as progress:
         task = progress.add_task("starting", total=(1 if demo else 0) + 8 + (1 if publish_repo else 0))
+        shown = _Shown(progress, task, lines)
 
-        def started(name: str) -> None:
-            # The count says which stage of how many is running (it moves on as each one starts).
-            progress.update(task, description=f"stage {name}")
-            progress.advance(task)
+        def run_each(stages: list) -> None:
+            """The stages one at a time, so that each one's end is shown as it ends."""
+            for stage in stages:
+                result = run_stages([stage], out, __version__, shown.started, done=results, skip=skip)[stage.name]
+                results[stage.name] = result
+                shown.ended(stage.name, result)
 
         named = load_spec(spec_arg or DEMO_SPEC if demo else stand_in_for) if demo or stand_in_for else None
         if demo:
-            results.update(run_stages([S.synth_stage(named, scale, DEMO_SEED)], out, __version__, started))
+            run_each([S.synth_stage(named, scale, DEMO_SEED)])
             if results["synth"].status != PASS:
-                progress.update(task, description="dashboard")
+                shown.started("dashboard")
                 return _finish(out, created, None, results, gpu, gpus), results
             checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
@@ -136,9 +140,40 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
         unknown = sorted(skip - {stage.name for stage in stages})
         if unknown:
             raise InputError(f"--skip {unknown[0]}: no such stage ({', '.join(s.name for s in stages)})")
-        results.update(run_stages(stages, out, __version__, started, done=results, skip=skip))
-        progress.update(task, description="dashboard")
-        return _finish(out, created, ctx, results, gpu, gpus), results
+        run_each(stages)
+        shown.started("dashboard")
+        report = _finish(out, created, ctx, results, gpu, gpus)
+        shown.ended("dashboard", None)
+        return report, results
+
+
+class _Shown:
+    """A run's progress: rich's bar on a terminal (a step of a long stage in its description), or off a terminal a
+    timestamped line on stderr per stage start, per step, and per stage end with its status, time and summary."""
+
+    def __init__(self, progress: Progress, task, lines: bool):
+        self.progress, self.task, self.lines, self.stage = progress, task, lines, ""
+        set_step_sink(progress_line if lines else self.step)
+
+    def started(self, name: str) -> None:
+        self.stage = name
+        if self.lines:
+            progress_line(f"{name}: started")
+        else:  # the count says which stage of how many is running (it moves on as each one starts)
+            self.progress.update(self.task, description=f"stage {shown(name)}")
+            self.progress.advance(self.task)
+
+    def step(self, text: str) -> None:
+        self.progress.update(self.task, description=f"stage {shown(self.stage)}: {shown(text)}")
+
+    def ended(self, name: str, result) -> None:
+        if not self.lines:
+            return
+        if result is None:
+            progress_line(f"{name}: done")
+            return
+        took = " (cached)" if result.cached else ("" if result.status == "not run" else f" ({result.seconds:.1f} s)")
+        progress_line(f"{name}: {result.status}{took}: {result.summary}")
 
 
 def _created(out: Path) -> datetime:
@@ -198,19 +233,32 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
 
 def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
     """Reports for the dashboard cells of stages that wrote none: "not run" with the reason, or "fail" with the
-    message of a stage that stopped before writing its reports (bad input, a bug)."""
+    message of a stage that stopped before writing them all (bad input, a bug): a target it never reached fails
+    with the stage's message, never shows as a pass or as missing. Conformance is of the engines only."""
+    from dayone.conform.driver import ENGINE_TARGETS
     from dayone.dashboard.reports import STAGES, TARGETED_STAGES, Report
     from dayone.run.runner import FAIL, NOT_RUN
 
-    wrote = {p.parent.name for p in files}
+    wrote = {(p.parent.name, _report_target(p)) for p in files}
     out = []
     for name, r in results.items():
-        if name not in STAGES or r.status not in (NOT_RUN, FAIL) or (r.status == FAIL and name in wrote):
+        if name not in STAGES or r.status not in (NOT_RUN, FAIL):
             continue
-        for target in ctx.targets if name in TARGETED_STAGES else (None,):
+        targets = ctx.targets if name in TARGETED_STAGES else (None,)
+        if name == "conform":
+            targets = tuple(t for t in targets if t in ENGINE_TARGETS)
+        for target in targets:
+            if (name, target) in wrote or (r.status == FAIL and target is None and any(s == name for s, _ in wrote)):
+                continue
             out.append(Report(stage=name, spec=ctx.spec.name, target=target, status=r.status, created=ctx.created,
                               details={"reason": r.summary}))  # fmt: skip
     return out
+
+
+def _report_target(path: Path) -> str | None:
+    """The target a stage's report file is of (report-STAGE-TARGET.json; compile's suffix is an arch, not one)."""
+    suffix = path.stem.removeprefix(f"report-{path.parent.name}").removeprefix("-")
+    return suffix if suffix in TARGETS or suffix == "reference" else None
 
 
 def _summary(results: dict, out: Path) -> None:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import click
-from dayone.present import emit_json
+from dayone.present import console, emit_json, on_a_terminal, set_step_sink, shown
 
 
 @click.command()
@@ -56,7 +56,13 @@ def validate(
     transformers_torch_path()
     # The arguments are parsed here, once: the library gets the open checkpoint and its spec, not their names.
     opened = open_checkpoint(checkpoint)
-    verdict = run(opened, spec_for_checkpoint(opened, spec_arg), options)
+    spec = spec_for_checkpoint(opened, spec_arg)
+    if on_a_terminal() and not print_json:  # rich's spinner shows the layer; off a terminal a line per layer
+        with console.status("validate: starting") as status:
+            set_step_sink(lambda text: status.update(shown(text)))
+            verdict = run(opened, spec, options)
+    else:
+        verdict = run(opened, spec, options)
     report = verdict.report
     if report is not None:  # rank 0 (or the only rank)
         if json_file is not None:

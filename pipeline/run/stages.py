@@ -229,10 +229,15 @@ def compile_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.compile_stage import specializations_for
         from dayone.kernels.aot import AotError, compile_specializations
+        from dayone.present import step
 
         cache = ctx.out / "cache" / "kernels"
+        specs = specializations_for(ctx.widths)
+        table = []
         try:
-            table = compile_specializations(specializations_for(ctx.widths), ctx.archs, cache)
+            for i, one in enumerate(specs, 1):  # one at a time, to show each (a cold compile takes minutes)
+                step(f"compile: kernel {i} of {len(specs)}: {one.kernel}")
+                table.extend(compile_specializations([one], ctx.archs, cache))
         except AotError as err:
             _dump(workdir / "error.json", {"error": str(err)})
             return StageResult("fail", str(err))
