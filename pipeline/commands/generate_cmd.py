@@ -52,6 +52,12 @@ def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: exists and is not a folder")
     rendered = {target: generator(target)(spec) for target in chosen}  # everything renders before anything is written
+    if not common.is_shipped(spec):  # the headers' command regenerates from it (no checkpoint path in the code)
+        from dayone.core.atomic import write_atomic
+        from dayone.spec.registry import spec_to_yaml
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(out_dir / common.SPEC_FILE, spec_to_yaml(spec))
     results = []
     for target, files in rendered.items():
         root = out_dir / target
