@@ -62,7 +62,7 @@ def package(
     outdir, dist = Path(outdir), Path(dist)
     build.require_build()
     adapters = discover.find_adapters(outdir)
-    spec, digest = _spec(adapters, spec)
+    spec, digest = _spec(adapters, spec, outdir)
     _check_dist(dist, outdir)
     reports = discover.find_reports(outdir, skip=[a.root for a in adapters] + [dist])
     epoch = source_date_epoch()
@@ -96,18 +96,23 @@ def package(
     return result
 
 
-def _spec(adapters: list[discover.Adapter], given: ModelSpec | None) -> tuple[ModelSpec, str]:
-    """The spec the adapters were generated from: the one given (--spec), else the shipped spec their headers name;
-    its digest must be the one in the headers (adapters generated from an older spec, or another one, are refused)."""
+def _spec(adapters: list[discover.Adapter], given: ModelSpec | None, outdir: Path) -> tuple[ModelSpec, str]:
+    """The spec the adapters were generated from: the one given (--spec), else the spec file generate wrote beside
+    them (a spec that is not shipped: derived from a checkpoint), else the shipped spec their headers name; its
+    digest must be the one in the headers (adapters generated from an older spec, or another one, are refused)."""
     names = sorted({a.spec_name for a in adapters})
+    written = outdir / common.SPEC_FILE
     if given is None:
         if len(names) > 1:
             raise InputError(
                 f"adapters generated from different specs ({', '.join(names)}): package one spec at a time"
             )
-        if not (MODELS_DIR / f"{names[0]}.yaml").is_file():
+        if written.is_file() and (beside := load_spec(written)).name == names[0]:
+            given = beside
+        elif not (MODELS_DIR / f"{names[0]}.yaml").is_file():
             raise InputError(
-                f"{adapters[0].root}: generated from spec {names[0]!r}, which is not shipped: pass --spec FILE"
+                f"{adapters[0].root}: generated from spec {names[0]!r}, which is not shipped, and {written} is "
+                "missing (generate writes it): pass --spec FILE"
             )
     spec = given or load_spec(names[0])
     digest = common.spec_digest(spec)
