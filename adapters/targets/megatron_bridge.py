@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dayone.adapters.megatron.config import model_fields
 from dayone.adapters.targets import common
+from dayone.adapters.targets.miles import standalone
 from dayone.adapters.weightmap import build_weight_map
 from dayone.checks.releases import RELEASES
 from dayone.spec.registry import spec_to_dict
@@ -58,8 +59,8 @@ def files(spec: ModelSpec) -> dict[str, str]:
         f"{package}/bridge.py": common.render("megatron_bridge/bridge.py.j2", **context),
         f"{package}/spec_data.py": common.render("common/spec_data.py.j2", **context),
         f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
-        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points={}),
     }
     for name in ("walk.py", "mxfp4.py"):
         out[f"{package}/{name}"] = common.shipped_source(name, spec)
+    out |= standalone(spec, package, context, TARGET, RELEASE)
     return common.finish(out)

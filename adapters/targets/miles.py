@@ -17,10 +17,11 @@ residuals, SiTU, the latent MoE and its norm) the plugin reads from the spec.
 
 from __future__ import annotations
 
+from dayone.adapters.megatron import vendor
 from dayone.adapters.megatron.config import model_fields
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
-from dayone.checks.releases import RELEASES
+from dayone.checks.releases import RELEASES, TARGET_RELEASES
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -134,15 +135,24 @@ def shell_args(args: list[tuple[str, object]]) -> list[str]:
     return lines
 
 
-def dispatch_patch(package: str, snake: str) -> str:
-    """The unified diff that sends Miles' converter dispatch to ours when --model-name is the package's name: first
-    in the chain, since Miles' own branches match by substring ("kimi_k3" in model_name)."""
+def model_name(spec: ModelSpec) -> str:
+    """Miles' `--model-name` for the model, the one name its converter dispatch knows ours by: the package's name
+    (Miles lower-cases it and matches its own converters by substring, so it must be lower-case and must not be
+    mistaken for theirs; the patch compares it whole, first)."""
+    return common.package_name(spec, TARGET)
+
+
+def dispatch_patch(name: str, package: str, snake: str) -> str:
+    """The unified diff that sends Miles' converter dispatch to ours when --model-name is the package's name (the one
+    converter name: `model_name`): first in the chain, since Miles' own branches match by substring ("kimi_k3" in
+    model_name). Its first line, which `git apply` skips, names the Miles commit and file blob it applies to."""
     return (
+        f"Written against radixark/miles@{MILES_COMMIT} ({MILES_DISPATCH}, blob {MILES_DISPATCH_BLOB}).\n"
         f"--- a/{MILES_DISPATCH}\n+++ b/{MILES_DISPATCH}\n"
         "@@ -33,6 +33,9 @@\n"
         " def _convert_to_hf_core(args, model_name, name, param):\n"
         "     model_name = model_name.lower()\n"
-        f'+    if model_name == "{package}":\n'
+        f'+    if model_name == "{name}":\n'
         f"+        from {package}.convert import convert_{snake}_to_hf\n"
         f"+        return convert_{snake}_to_hf(args, name, param)\n"
         "     if (\n"
@@ -168,6 +178,7 @@ def files(spec: ModelSpec) -> dict[str, str]:
         "args": args,
         "shell_args": shell_args(args),
         "miles_commit": MILES_COMMIT,
+        "model_name": model_name(spec),
         "dispatch_file": MILES_DISPATCH,
         "spec_data": spec_to_dict(spec),
     }
@@ -182,12 +193,25 @@ def files(spec: ModelSpec) -> dict[str, str]:
         f"{package}/convert.py": common.render("miles/convert.py.j2", **context),
         f"{package}/plugin.py": common.render("miles/plugin.py.j2", **context),
         f"{package}/spec_data.py": common.render("common/spec_data.py.j2", **context),
-        "miles_megatron_to_hf.patch": dispatch_patch(package, snake),
+        "miles_megatron_to_hf.patch": dispatch_patch(model_name(spec), package, snake),
         f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
-        "pyproject.toml": common.render(
-            "common/pyproject.toml.j2", **context, target=TARGET, release=RELEASE, entry_points={}
-        ),
     }
     for name in ("walk.py", "mxfp4.py"):
         out[f"{package}/{name}"] = common.shipped_source(name, spec)
+    out |= standalone(spec, package, context, TARGET, RELEASE)
     return common.finish(out)
+
+
+def standalone(spec: ModelSpec, package: str, context: dict, target: str, release: str) -> dict[str, str]:
+    """The copies of dayone's Megatron model the package runs (`vendor`) and the pyproject declaring what they
+    import: Miles' and Megatron-Bridge's packages (both generators call this) run in a trainer's environment, which
+    has no dayone."""
+    copies = vendor.vendored_files(package, lambda what: common.header(spec, what))
+    # the framework as an extra pinned to the checked releases, as `integrate package` declares it: a trainer's
+    # environment has its own (often CUDA-specific) build, which a hard requirement would let pip replace
+    releases = [RELEASES[name] for name in TARGET_RELEASES[target]]
+    extras = {releases[0].name: [f"{r.name}=={r.version}" for r in releases]}
+    pyproject = common.render(
+        "common/pyproject.toml.j2", **context | {"release": release}, target=target, entry_points={}, dependencies=vendor.REQUIREMENTS, extras=extras, packages=vendor.packages(package, copies),
+    )  # fmt: skip
+    return {f"{package}/{rel}": text for rel, text in copies.items()} | {"pyproject.toml": pyproject}

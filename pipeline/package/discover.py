@@ -31,6 +31,7 @@ class Adapter:
     root: Path
     packages: tuple[str, ...]  # import packages, from the generated pyproject's tool.setuptools.packages
     entry_points: dict[str, dict[str, str]] = field(hash=False)
+    requirements: tuple[str, ...]  # the generated pyproject's project.dependencies (what its code imports)
     spec_name: str
     spec_digest: str  # dayone.adapters.targets.common.spec_digest of the spec it was generated from
     generator_version: str  # the dayone version that generated it
@@ -65,15 +66,18 @@ def read_adapter(root: Path, target: str) -> Adapter:
     if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
         raise InputError(f"{pyproject}: tool.setuptools.packages: expected the generated package name(s)")
     for package in packages:
-        if not (root / package / "__init__.py").is_file():
+        if not root.joinpath(*package.split("."), "__init__.py").is_file():  # sub-packages are dotted
             raise InputError(f"{root / package}: package listed in {pyproject} has no __init__.py")
     init = root / packages[0] / "__init__.py"
     match = HEADER.search("".join(init.read_text().splitlines(keepends=True)[:3]))
     if match is None:
         raise InputError(f"{init}: no dayone header (not written by `integrate generate`)")
     version, spec_name, digest = match.groups()
-    return Adapter(target, root, tuple(packages), data.get("project", {}).get("entry-points", {}), spec_name, digest,
-                   version)  # fmt: skip
+    requirements = data.get("project", {}).get("dependencies", ["torch"])
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise InputError(f"{pyproject}: project.dependencies: expected a list of requirement strings")
+    return Adapter(target, root, tuple(packages), data.get("project", {}).get("entry-points", {}),
+                   tuple(requirements), spec_name, digest, version)  # fmt: skip
 
 
 def find_reports(outdir: Path, skip: list[Path]) -> list[ReportFile]:

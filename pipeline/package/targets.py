@@ -3,8 +3,9 @@
 The framework is an extra pinned to the release(s) `integrate generate --check` checked the code against
 (dayone.checks.releases), not a plain requirement: people install an adapter into an environment that already has
 its SGLang / vLLM / Megatron (often a CUDA-specific build or a container image), and a hard requirement would let
-pip replace it. `pip install "<package>[<extra>]"` brings the checked release; torch, which every module but
-`__init__` imports, is an unpinned requirement for the same reason.
+pip replace it. `pip install "<package>[<extra>]"` brings the checked release. The plain requirements are the
+generated pyproject's `project.dependencies` (discover.Adapter.requirements): torch, unpinned for the same reason,
+and for Miles and Megatron-Bridge what the copied Megatron model imports (Triton, pydantic).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ class Framework:
         return {"extra": self.extra, "requirements": list(self.requirements), "checked": self.checked}
 
 
-REQUIREMENTS = ("torch",)
 # How the README and model card name each target.
 TITLES = {"sglang": "SGLang", "vllm": "vLLM", "miles": "Miles", "megatron-bridge": "Megatron-Bridge"}
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from dayone.adapters.megatron.peer import RELEASE
-from dayone.adapters.targets import common, miles
+from dayone.adapters.targets import common, megatron_bridge, miles
 from dayone.spec.registry import load_spec
 
 HERE = Path(__file__).parent
@@ -52,13 +54,39 @@ def test_dispatch_patch_is_pinned_and_reaches_the_generated_converter():
     files = miles.files(spec)
     patch = files["miles_megatron_to_hf.patch"]
     package = common.package_name(spec, "miles")
-    assert patch.startswith(f"--- a/{miles.MILES_DISPATCH}\n+++ b/{miles.MILES_DISPATCH}\n@@ -33,6 +33,9 @@\n")
+    first, diff = patch.split("\n", 1)
+    assert miles.MILES_COMMIT in first and miles.MILES_DISPATCH_BLOB in first and not first.startswith(("-", "+", "@"))
+    assert diff.startswith(f"--- a/{miles.MILES_DISPATCH}\n+++ b/{miles.MILES_DISPATCH}\n@@ -33,6 +33,9 @@\n")
     added = [line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert added == [
-        f'    if model_name == "{package}":',
+        f'    if model_name == "{miles.model_name(spec)}":',
         f"        from {package}.convert import convert_kimi_k3_to_hf",
         "        return convert_kimi_k3_to_hf(args, name, param)",
     ]
     assert "def convert_kimi_k3_to_hf(args, name: str, param: torch.Tensor)" in files[f"{package}/convert.py"]
-    assert f"--model-name {package}" in files["scripts/models/kimi-k3.sh"]
+    assert f"--model-name {miles.model_name(spec)}" in files["scripts/models/kimi-k3.sh"]
     assert len(miles.MILES_COMMIT) == 40 and len(miles.MILES_DISPATCH_BLOB) == 40
+
+
+def test_one_converter_name_everywhere():
+    """The Miles model name is derived once (`miles.model_name`): the patch's dispatch, the model script, the
+    package docstring and the model card's usage all say it, and nothing says another `--model-name`. The
+    Megatron-Bridge usage calls register() (importing the package registers nothing)."""
+    spec = load_spec("kimi-k3")
+    files = miles.files(spec)
+    name = miles.model_name(spec)
+    package = common.package_name(spec, "miles")
+    usage = common.environment().get_template("package/usage.md.j2").module.usage
+    framework = SimpleNamespace(extra="megatron-core", checked="megatron-core 0.16.1")
+    card = usage("miles", package.replace("_", "-"), package, spec, framework, "kimi_k3")
+    texts = {"patch": files["miles_megatron_to_hf.patch"], "sh": files["scripts/models/kimi-k3.sh"],
+             "init": files[f"{package}/__init__.py"], "card": card}  # fmt: skip
+    assert f'model_name == "{name}"' in texts["patch"]
+    for where, text in texts.items():
+        if where != "patch":
+            assert f"--model-name {name}" in text, where
+        assert set(re.findall(r"--model-name (\S+?)[;.`)\s]", text)) <= {name}, where
+    bridge_package = common.package_name(spec, "megatron-bridge")
+    bridge_card = usage("megatron-bridge", "x", bridge_package, spec, framework, "kimi_k3")
+    assert f"{bridge_package}.register()" in bridge_card
+    assert "register()" in megatron_bridge.files(spec)[f"{bridge_package}/__init__.py"]
