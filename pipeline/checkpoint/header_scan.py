@@ -38,7 +38,7 @@ from dayone.checkpoint.forked import Forked
 from dayone.checkpoint.header_proof import RunChain, ShardComparison, index_listing, prove_header
 from dayone.checkpoint.header_text import refuse_float
 from dayone.checkpoint.index_text import IndexText
-from dayone.checkpoint.safetensors_header import check_metadata, read_header, read_header_bytes
+from dayone.checkpoint.safetensors_header import check_metadata, has_duplicates, read_header, read_header_bytes
 from dayone.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def parse_header_bytes(raw: bytes, data_size: int, path: Path, file: str) -> Par
         check_metadata(header.pop("__metadata__", None), path)
     except InputError:
         return None
-    if not header:
+    if not header or has_duplicates(raw, header):  # a name given twice: the full check names it
         return None
     try:
         return _bulk_checks(file, header, data_size)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
+from dayone.checkpoint.names import check_name, check_names
 from dayone.checkpoint.safetensors_header import ShardHeader, TensorInfo, read_header
 from dayone.core import untrusted_json
 from dayone.core.errors import InputError
@@ -22,6 +23,10 @@ from dayone.core.errors import InputError
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# Sizes refused from the file's size, unread: a 200 MB config.json took 23 s and 1.2 GB to parse. Real configs are a
+# few KiB (multimodal ones tens); the K3 index maps ~500k names in 60 MB.
+MAX_CONFIG_BYTES = 16 << 20
+MAX_INDEX_BYTES = 1 << 30
 
 
 @dataclass(eq=False)
@@ -153,7 +158,9 @@ class TensorNames:
 
 
 def safe_member(root: Path, relative: str, where: str, trust_root: Path | None = None) -> Path:
-    """root/relative, refusing absolute paths, '..' and symlinks that lead outside root (or trust_root)."""
+    """root/relative, refusing names no writer produces (control characters, NUL, lone surrogates, over 255
+    characters), absolute paths, '..' and symlinks that lead outside root (or trust_root)."""
+    check_name(relative, where, "file name")
     pure = PurePosixPath(relative)
     if pure.is_absolute() or relative.startswith(("/", "\\")) or (len(relative) > 1 and relative[1] == ":"):
         raise InputError(f"{where}: file {relative!r} is an absolute path; checkpoint files must stay in the folder")
@@ -175,10 +182,12 @@ def open_local(
     where = source or str(root)
     if not root.is_dir():
         raise InputError(f"{where}: not a folder")
-    config = read_config(root / "config.json")
+    config = read_config(safe_member(root, "config.json", where, trust_root))
     index_path = root / INDEX_NAME
     inferred = False
     if index_path.is_file():
+        safe_member(root, INDEX_NAME, where, trust_root)  # a link to a file outside the folder is not read
+        _bounded(index_path, MAX_INDEX_BYTES)
         index_counts = None
         files = _named_sequence(index_path)
         inferred = files is not None and all((root / file).is_file() for file in files)
@@ -277,6 +286,7 @@ def _index_file_counts(path: Path) -> dict[str, int]:
     A K3 index maps ~500k names; a regex over its text counts them in a fraction of json.loads' time. Anything the
     regex cannot vouch for (escaped quotes, other value types) falls back to the full parse.
     """
+    _bounded(path, MAX_INDEX_BYTES)
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -323,20 +333,33 @@ def name_index_disagreement(weight_map: dict[str, str], shards: dict[str, ShardH
 def read_config(path: Path) -> dict:
     if not path.is_file():
         raise InputError(f"{path}: missing (every checkpoint needs its config.json)")
-    config = untrusted_json.read(path)
+    config = untrusted_json.read(path, max_bytes=MAX_CONFIG_BYTES)
     if not isinstance(config, dict):
         raise InputError(f"{path}: expected a JSON object")
     return config
 
 
 def _read_index(path: Path) -> dict[str, str]:
-    index = untrusted_json.read(path)
+    index = untrusted_json.read(path, max_bytes=MAX_INDEX_BYTES)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise InputError(f"{path}: weight_map must map tensor names to file names")
     if not weight_map:
         raise InputError(f"{path}: weight_map is empty (a corrupt or unfinished index)")
+    check_names(weight_map, str(path))
     return weight_map
+
+
+def _bounded(path: Path, limit: int) -> None:
+    """InputError when the file at path is larger than limit, from its size alone."""
+    try:
+        size = path.stat().st_size
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    if size > limit:
+        raise InputError(
+            f"{path}: {size} bytes, more than the {limit >> 20} MiB an index or config can be; refused unread"
+        )
 
 
 def _open_pickle(root: Path, config: dict, files: list[str], where: str, trust_root: Path | None) -> Checkpoint:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dayone.checkpoint.reader import INDEX_NAME, SINGLE_NAME, Checkpoint, open_local
+from dayone.checkpoint.names import check_names
+from dayone.checkpoint.reader import INDEX_NAME, MAX_INDEX_BYTES, SINGLE_NAME, Checkpoint, open_local
 from dayone.core.errors import InputError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+(@[\w.\-/]+)?$")
@@ -88,10 +89,11 @@ def _fetch_missing_headers(repo_id: str, revision: str | None, snapshot: Path, s
     from dayone.core import untrusted_json
     from huggingface_hub import constants
 
-    index = untrusted_json.read(snapshot / INDEX_NAME)
+    index = untrusted_json.read(snapshot / INDEX_NAME, max_bytes=MAX_INDEX_BYTES)
     weight_map = index.get("weight_map", {}) if isinstance(index, dict) else {}
-    if not isinstance(weight_map, dict):
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise InputError(f"{snapshot / INDEX_NAME}: weight_map must map tensor names to file names")
+    check_names(set(weight_map.values()), str(snapshot / INDEX_NAME), "file name")
     missing = sorted({f for f in weight_map.values() if not (snapshot / f).exists()})
     if not missing:
         return

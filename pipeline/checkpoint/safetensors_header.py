@@ -8,6 +8,7 @@ no overlap, no gap, nothing past the end of the file, each extent matching shape
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
+from dayone.checkpoint.names import check_names
 from dayone.core import untrusted_json
 from dayone.core.errors import InputError
 from dayone.spec.manifest import DTYPE_BYTES
@@ -109,8 +111,49 @@ def read_header(path: Path) -> ShardHeader:
     if not isinstance(header, dict):
         raise InputError(f"{path}: header is not a JSON object")
     metadata = check_metadata(header.pop("__metadata__", None), path)
+    if has_duplicates(raw, header):
+        _name_duplicate(raw, path)
+    check_names(header, f"{path}: header")
     by_dtype = _check_entries(path, header, data_start, file_size)
     return ShardHeader(path, header, metadata, data_start, file_size, by_dtype)
+
+
+def has_duplicates(raw: bytes, entries: dict) -> bool:
+    """Whether the header text holds a key twice (json.loads keeps the last silently). Every entry has one
+    "data_offsets" key, and the quoted word cannot occur inside a name or a metadata string (its quotes would be
+    escaped there): more occurrences than entries is a repeated tensor name or a repeated key in an entry. That is
+    one C-speed count; only a header with backslash-u escapes (which could spell a key another way, and which no
+    common writer emits for ASCII names) is parsed again keeping every key."""
+    if raw.count(b'"data_offsets"') > len(entries):
+        return True
+    return b"\\u" in raw and _repeated_key(raw) is not None
+
+
+def _name_duplicate(raw: bytes, path: Path) -> None:
+    key = _repeated_key(raw)
+    if key is not None:
+        raise InputError(f"{path}: header names {key!r} twice (the format allows each name once)")
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _repeated_key(raw: bytes) -> str | None:
+    """The first key given twice in one object of the header, or None."""
+
+    def refuse_repeats(pairs: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in pairs]
+        if len(set(keys)) != len(keys):
+            seen: set[str] = set()
+            raise _Repeated(next(k for k in keys if k in seen or seen.add(k)))
+        return dict(pairs)
+
+    try:
+        json.loads(raw, object_pairs_hook=refuse_repeats)
+    except _Repeated as repeated:
+        return repeated.args[0]
+    return None
 
 
 def _check_entries(path: Path, header: dict, data_start: int, file_size: int) -> dict[str, int]:
