@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, shown
 from dayone.spec.registry import load_spec
 
 NO_GPU = "--autotune needs a CUDA GPU; compile without it here"
@@ -97,7 +97,7 @@ def compile_cmd(
 
             click.echo(format_tuned(tuned))
         hits = sum(row.cached for row in table)
-        console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {out}")
+        console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {shown(out)}")
 
 
 def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_arch: str | None, quiet: bool):

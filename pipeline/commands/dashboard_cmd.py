@@ -9,7 +9,7 @@ from dayone.dashboard.matrix import build_matrix
 from dayone.dashboard.reports import load_reports
 from dayone.dashboard.serve import make_server
 from dayone.dashboard.site import build_site
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, plain, shown
 from dayone.spec.planner import GPUS
 
 
@@ -61,11 +61,11 @@ def dashboard(
             }
         )
     else:
-        console.print(f"wrote {site / 'index.html'}: {len(models)} models from {len(loaded)} reports")
+        console.print(f"wrote {shown(site / 'index.html')}: {len(models)} models from {len(loaded)} reports")
     if serve:
         server = make_server(site, port)
         # click.echo, not rich: one unwrapped, flushed line that scripts (and the test) can read the URL from.
-        click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ from {site} (Ctrl-C stops)")
+        click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ from {plain(site)} (Ctrl-C stops)")
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, shown
 from dayone.spec.registry import MODELS_DIR, load_spec
 from dayone.spec.schema import ModelSpec
 
@@ -127,7 +127,7 @@ def _write_reports(path: Path, spec: ModelSpec, results: list[Generated]) -> Non
 
 def _print(spec: ModelSpec, results: list[Generated]) -> None:
     for r in results:
-        console.print(f"[bold]{r.target}[/]: {len(r.files)} files in {r.root}")
+        console.print(f"[bold]{r.target}[/]: {len(r.files)} files in {shown(r.root)}")
         c = r.check
         if c is None:
             continue
@@ -138,7 +138,7 @@ def _print(spec: ModelSpec, results: list[Generated]) -> None:
         )
         for kind, problems in c.problems.items():
             for problem in problems[:20]:
-                console.print(f"  [red]{kind}[/] {problem}", markup=True, highlight=False)
+                console.print(f"  [red]{shown(kind)}[/] {shown(problem)}")
 
 
 COMMAND = generate

@@ -69,22 +69,24 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
 
 
 def _print(r: dict) -> None:
-    from dayone.present import console, human_bytes
-    from rich.markup import escape
+    from dayone.present import console, human_bytes, shown
     from rich.table import Table
 
-    console.print(f"[bold]{r['checkpoint']}[/]: spec {r['spec']} ({r['architecture']}, {r['num_layers']} layers)")
+    console.print(
+        f"[bold]{shown(r['checkpoint'])}[/]: spec {shown(r['spec'])} ({shown(r['architecture'])}, "
+        f"{r['num_layers']} layers)"
+    )
     console.print(
         f"  {r['shards']} shards, {r['tensors']:,} tensors, {human_bytes(r['bytes'])} "
         f"(spec expects {r['expected_tensors']:,} tensors, {human_bytes(r['expected_bytes'])})"
     )
     table = Table("dtype", "bytes")
     for dtype, n in r["bytes_by_dtype"].items():
-        table.add_row(dtype, human_bytes(n))
+        table.add_row(shown(dtype), human_bytes(n))
     console.print(table)
     roles = Table("role", "bytes")
     for role, n in r["expected_bytes_by_role"].items():
-        roles.add_row(role, human_bytes(n))
+        roles.add_row(shown(role), human_bytes(n))
     console.print(roles)
     for label, items in (
         ("missing", r["missing"]),
@@ -95,11 +97,11 @@ def _print(r: dict) -> None:
         if items:
             console.print(f"[red]{label}[/] ({len(items)} patterns):", markup=True)
             for item in items[:SHOWN]:
-                console.print(f"  {item}", markup=False)
+                console.print(f"  {shown(item)}")
             if len(items) > SHOWN:
                 console.print(f"  ... {len(items) - SHOWN} more (see --json)")
     for item in r["findings"]["dtype"]:
-        console.print(f"[yellow]finding[/]: {escape(item)}")
+        console.print(f"[yellow]finding[/]: {shown(item)}")
     console.print(
         "[green]covered: every tensor present with its shape and dtype[/]" if r["ok"] else "[red]NOT covered[/]"
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, plain, shown
 from rich.console import Console
 from rich.markup import escape
 
@@ -45,8 +45,8 @@ def package(outdir, dist, spec_arg, revision, public_version, report, as_json) -
     except BuildError as err:
         if report:
             _write_reports(report, None, str(err))
-        click.echo(f"error: {err}", err=True)
-        click.echo(err.log[-4000:], err=True)
+        click.echo(f"error: {plain(err)}", err=True)
+        click.echo("\n".join(plain(line) for line in err.log[-4000:].splitlines()), err=True)
         raise SystemExit(BuildError.exit_code) from None
     if report:
         _write_reports(report, result, None)
@@ -77,10 +77,14 @@ def _write_reports(path: Path, result, error: str | None) -> None:
 def _print(result) -> None:
     for p in result.packages:
         extra = escape(f"[{p['framework']['extra']}]")
-        console.print(f"[bold]{p['target']}[/]: {p['wheel']}, {p['sdist']} (framework: extra {extra})")
+        console.print(
+            f"[bold]{p['target']}[/]: {shown(p['wheel'])}, {shown(p['sdist'])} (framework: extra {shown(extra)})"
+        )
     for r in result.reports:
-        console.print(f"report {r['source']} -> {r['file']}")
-    console.print(f"{len(result.files)} files in {result.dist}, SHA256SUMS over all; model card {result.model_card}")
+        console.print(f"report {shown(r['source'])} -> {shown(r['file'])}")
+    console.print(
+        f"{len(result.files)} files in {shown(result.dist)}, SHA256SUMS over all; model card {shown(result.model_card)}"
+    )
 
 
 COMMAND = package

@@ -9,7 +9,7 @@ from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json, human_bytes
+from dayone.present import console, emit_json, human_bytes, shown
 
 
 @click.command()
@@ -80,7 +80,7 @@ def prune(
         emit_json(report)
         return
     console.print(
-        f"wrote {dst}: layers {report['layers']} of {spec.num_layers} -> 0..{len(rows) - 1}"
+        f"wrote {shown(dst)}: layers {report['layers']} of {spec.num_layers} -> 0..{len(rows) - 1}"
         + (f", {report['experts']} experts" if report["experts"] is not None else "")
         + f"; {written['tensors']:,} tensors, {human_bytes(written['bytes'])} in {written['shards']} shards"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from dayone.core.errors import InputError
 from dayone.dashboard.reports import Report, now, write_report
-from dayone.present import console, emit_json, human_bytes
+from dayone.present import console, emit_json, human_bytes, plain, shown
 from dayone.release import PublishError
 from dayone.release.github import PublishResult
 from dayone.release.github import publish as publish_release
@@ -76,7 +76,7 @@ def publish(
             )
     except PublishError as err:
         _write_report(report_path, spec_name, dry_run, "fail", {"error": str(err)})
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {plain(err)}", err=True)
         sys.exit(PublishError.exit_code)
 
     details = {"github": result.as_dict(), "hub": None if hub is None else hub.as_dict()}
@@ -104,21 +104,21 @@ def _print(result: PublishResult, hub: HubResult | None) -> None:
     would = "would be " if result.dry_run else ""
     state = f"{would}created" if result.release_created else "exists"
     console.print(
-        f"[bold]{result.repo}[/] release {result.tag}: {state}"
-        + (f" ({result.release_url})" if result.release_url else "")
+        f"[bold]{shown(result.repo)}[/] release {shown(result.tag)}: {state}"
+        + (f" ({shown(result.release_url)})" if result.release_url else "")
     )
     table = Table("asset", "size", "sha256", "action")
     for a in result.assets:
         action = {"upload": f"{would}uploaded", "skip": "already there", "conflict": "[red]DIFFERENT[/]"}[a.action]
-        table.add_row(a.name, human_bytes(a.size), a.sha256[:16], action)
+        table.add_row(shown(a.name), human_bytes(a.size), a.sha256[:16], action)
     console.print(table)
     if hub is not None:
         console.print(
-            f"[bold]{hub.repo_id}[/] (Hugging Face Hub): {len(hub.files)} files from {hub.folder} "
-            + ("would be uploaded" if hub.dry_run else f"uploaded ({hub.commit_url})")
+            f"[bold]{shown(hub.repo_id)}[/] (Hugging Face Hub): {len(hub.files)} files from {shown(hub.folder)} "
+            + ("would be uploaded" if hub.dry_run else f"uploaded ({shown(hub.commit_url)})")
         )
         for f in hub.files:
-            console.print(f"  {f['path']} ({human_bytes(f['size'])})", markup=False)
+            console.print(f"  {shown(f['path'])} ({human_bytes(f['size'])})")
 
 
 COMMAND = publish

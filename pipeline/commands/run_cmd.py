@@ -12,7 +12,6 @@ import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.present import console, emit_json, on_a_terminal, progress_line, set_step_sink, shown
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -267,9 +266,11 @@ def _summary(results: dict, out: Path) -> None:
     for name, r in results.items():
         status = f"[{colours.get(r.status, 'yellow')}]{r.status}[/]"
         time = "cached" if r.cached else ("-" if r.status == "not run" else f"{r.seconds:.1f} s")
-        table.add_row(name, status, time, escape(r.summary))
+        table.add_row(name, status, time, shown(r.summary))
     console.print(table)
-    console.print(f"report: {_shown(out / 'report.json')}   dashboard: {_shown(out / 'site' / 'index.html')}")
+    console.print(
+        f"report: {shown(_shown(out / 'report.json'))}   dashboard: {shown(_shown(out / 'site' / 'index.html'))}"
+    )
 
 
 def _shown(path: Path) -> str:

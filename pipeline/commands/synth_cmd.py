@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from dayone.checkpoint.writer import write_checkpoint
 from dayone.core.errors import InputError
-from dayone.present import console, human_bytes
+from dayone.present import console, human_bytes, shown
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import build_manifest
 from dayone.spec.registry import load_spec
@@ -64,9 +64,9 @@ def synth(
             from dayone.synth import write_synthetic
 
             write_synthetic(spec, output, seed, num_shards, overwrite, advance)
-    what = "sparse" if skeleton else f"{spec.name}, {spec.num_layers} layers, seed {seed}"
+    what = "sparse" if skeleton else f"{shown(spec.name)}, {spec.num_layers} layers, seed {seed}"
     console.print(
-        f"wrote {output}: {len(manifest):,} tensors, {human_bytes(manifest.nbytes)} in {num_shards} shards ({what})"
+        f"wrote {shown(output)}: {len(manifest):,} tensors, {human_bytes(manifest.nbytes)} in {num_shards} shards ({what})"
     )
 
 
