@@ -65,11 +65,13 @@ def dashboard(
     if serve:
         server = make_server(site, port)
         # click.echo, not rich: one unwrapped, flushed line that scripts (and the test) can read the URL from.
-        click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ from {plain(site)} (Ctrl-C stops)")
+        # With --json, stdout holds the one JSON document: the line goes to stderr.
+        click.echo(f"serving http://127.0.0.1:{server.server_address[1]}/ from {plain(site)} (Ctrl-C stops)",
+                   err=as_json)  # fmt: skip
         try:
             server.serve_forever()
         except KeyboardInterrupt:
-            click.echo("stopped")
+            click.echo("stopped", err=as_json)
         finally:
             server.server_close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json, plain, shown
+from dayone.present import console, emit_json, error_document, plain, shown
 from rich.console import Console
 from rich.markup import escape
 
@@ -47,6 +47,8 @@ def package(outdir, dist, spec_arg, revision, public_version, report, as_json) -
             _write_reports(report, None, str(err))
         click.echo(f"error: {plain(err)}", err=True)
         click.echo("\n".join(plain(line) for line in err.log[-4000:].splitlines()), err=True)
+        if as_json:  # one document on stdout, failure too
+            emit_json(error_document(plain(err), BuildError.exit_code))
         raise SystemExit(BuildError.exit_code) from None
     if report:
         _write_reports(report, result, None)

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from dayone.core.errors import InputError
 from dayone.dashboard.reports import Report, now, write_report
-from dayone.present import console, emit_json, human_bytes, plain, shown
+from dayone.present import console, emit_json, error_document, human_bytes, plain, shown
 from dayone.release import PublishError
 from dayone.release.github import PublishResult
 from dayone.release.github import publish as publish_release
@@ -77,6 +77,8 @@ def publish(
     except PublishError as err:
         _write_report(report_path, spec_name, dry_run, "fail", {"error": str(err)})
         click.echo(f"error: {plain(err)}", err=True)
+        if as_json:  # one document on stdout, failure too
+            emit_json(error_document(plain(err), PublishError.exit_code))
         sys.exit(PublishError.exit_code)
 
     details = {"github": result.as_dict(), "hub": None if hub is None else hub.as_dict()}
