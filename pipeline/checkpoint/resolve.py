@@ -28,6 +28,9 @@ def open_checkpoint(source: str | Path, allow_pickle: bool = False, read_headers
     raise InputError(f"{source}: no such folder, and not an HF repo id (owner/name[@revision])")
 
 
+_REFUSAL = {401: " (HF_TOKEN not accepted)", 403: " (gated or private: no access with this token)", 404: " (not found)"}
+
+
 def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, read_headers: bool = True) -> Checkpoint:
     """A Hub checkpoint through the local HF cache: metadata files are downloaded into it (or found there offline)."""
     import logging
@@ -50,7 +53,15 @@ def open_hub(repo_id: str, revision: str | None, allow_pickle: bool = False, rea
         config_path = Path(hf_hub_download(repo_id, "config.json", revision=revision))
     except (RepositoryNotFoundError, RevisionNotFoundError) as err:
         raise InputError(f"{source}: {type(err).__name__.replace('Error', '')}: not found on the Hub") from None
-    except LocalEntryNotFoundError:
+    except LocalEntryNotFoundError as err:
+        # huggingface_hub raises this for any failed lookup not in the cache; a refusal (403 gated, 404) is its
+        # cause, and is said as what it is rather than as "offline?".
+        cause = err.__cause__
+        status = getattr(getattr(cause, "response", None), "status_code", None)
+        if isinstance(cause, HfHubHTTPError) and status is not None:
+            raise InputError(
+                f"{source}: the Hub answered HTTP {status} for config.json{_REFUSAL.get(status, '')}"
+            ) from None
         raise InputError(
             f"{source}: config.json is not in the HF cache and the Hub cannot be reached (offline?)"
         ) from None

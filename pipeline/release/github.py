@@ -25,9 +25,11 @@ from dayone.core.errors import InputError
 from dayone.core.redact import clean_token, server_text
 from dayone.release import PublishError
 from dayone.release.assets import LocalAsset, local_assets
+from dayone.release.deadline import Deadline, DeadlineAdapter, DeadlinePassed
 from github3 import exceptions as gh_errors
 from github3.session import GitHubSession
-from requests.adapters import HTTPAdapter, Retry
+from requests.adapters import Retry
+from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, ReadTimeoutError
 
 GHE_API_SUFFIX = "/api/v3"  # github3.GitHubEnterprise appends it to the instance URL itself
 CONNECT_TIMEOUT_S = 10.0
@@ -63,12 +65,13 @@ class PublishResult:
         return asdict(self)
 
 
-def connect(token: str | None, api_url: str | None) -> github3.GitHub:
+def connect(token: str | None, api_url: str | None, deadline: Deadline | None = None) -> github3.GitHub:
     """A client for github.com, or for the GitHub Enterprise instance (or test server) at api_url. api_url may be the
-    instance URL or its API root (".../api/v3"). Every request has a timeout; reads are retried on 5xx and timeouts
-    with exponential backoff, a bounded number of times (a Retry-After header cannot stretch the wait)."""
+    instance URL or its API root (".../api/v3"). Every request has a timeout between bytes and a total deadline
+    (dayone.release.deadline); reads are retried on 5xx answers and connection resets with exponential backoff, a
+    bounded number of times (a Retry-After header cannot stretch the wait); a timeout is not retried."""
     session = GitHubSession(default_connect_timeout=CONNECT_TIMEOUT_S, default_read_timeout=READ_TIMEOUT_S)
-    adapter = HTTPAdapter(max_retries=_retries())
+    adapter = DeadlineAdapter(deadline or Deadline(), max_retries=_retries())
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     if not api_url:
@@ -89,8 +92,18 @@ def api_base(api_url: str) -> str:
     return api_url.rstrip("/").removesuffix(GHE_API_SUFFIX)
 
 
+class _ResetsAndServerErrors(Retry):
+    """urllib3's Retry, except that a timeout is not retried: a server that did not answer in READ_TIMEOUT_S is
+    not asked again (each try would wait as long), while a reset connection or a 5xx answer is."""
+
+    def increment(self, method=None, url=None, response=None, error=None, _pool=None, _stacktrace=None):
+        if isinstance(error, ReadTimeoutError | ConnectTimeoutError):
+            raise MaxRetryError(_pool, url, error) from error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 def _retries() -> Retry:
-    return Retry(
+    return _ResetsAndServerErrors(
         total=RETRIES,
         connect=RETRIES,
         read=RETRIES,
@@ -121,12 +134,13 @@ def publish(
     files = local_assets(dist)
     owner, name = repo_slug.split("/", 1)
     result = PublishResult(repo=repo_slug, tag=tag, dry_run=dry_run)
-    gh = connect(token, api_url)
+    deadline = Deadline()
+    gh = connect(token, api_url, deadline)
     with _api_errors(repo_slug, tag):
         repo = gh.repository(owner, name)
         release = _release_for_tag(repo, tag)
         remote = {} if release is None else {a.name: a for a in release.assets()}
-        result.assets = [_classify(f, remote.get(f.name)) for f in files]
+        result.assets = [_classify(f, remote.get(f.name), deadline) for f in files]
         result.release_created = release is None
         result.release_url = None if release is None else release.html_url
         if result.conflicts or dry_run:
@@ -154,7 +168,7 @@ def _release_for_tag(repo, tag: str):
         return None
 
 
-def _classify(local: LocalAsset, remote) -> AssetAction:
+def _classify(local: LocalAsset, remote, deadline: Deadline) -> AssetAction:
     row = AssetAction(local.name, local.size, local.sha256, "upload")
     if remote is None or remote.as_dict().get("state", "uploaded") != "uploaded":
         return row
@@ -162,7 +176,7 @@ def _classify(local: LocalAsset, remote) -> AssetAction:
     if digest.startswith("sha256:"):
         row.remote_sha256, row.checked_by = digest.removeprefix("sha256:"), "digest"
     else:
-        row.remote_sha256, row.checked_by = _download_sha256(remote), "download"
+        row.remote_sha256, row.checked_by = _download_sha256(remote, deadline), "download"
     row.action = "skip" if row.remote_sha256 == local.sha256 else "conflict"
     return row
 
@@ -171,17 +185,19 @@ class _HashingSink:
     """A write-only file object for github3's Asset.download: hashes the stream instead of storing it. download()
     returns the sink's `name` on success and None when the asset is gone, hence the attribute."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, deadline: Deadline) -> None:
         self.name = name
         self.digest = hashlib.sha256()
+        self.deadline = deadline
 
     def write(self, chunk: bytes) -> int:
+        self.deadline.check()  # a streamed download is outside the per-request deadline: the publish's bounds it
         self.digest.update(chunk)
         return len(chunk)
 
 
-def _download_sha256(asset) -> str:
-    sink = _HashingSink(asset.name)
+def _download_sha256(asset, deadline: Deadline) -> str:
+    sink = _HashingSink(asset.name, deadline)
     if asset.download(sink) is None:
         raise PublishError(f"asset {asset.name}: listed on the release but could not be downloaded to compare")
     return sink.digest.hexdigest()
@@ -198,6 +214,11 @@ def _api_errors(repo_slug: str, tag: str) -> Iterator[None]:
         raise InputError(f"--repo {repo_slug}: not found, or the token cannot see it ({err.code})") from None
     except gh_errors.AuthenticationFailed as err:
         raise InputError(f"GITHUB_TOKEN: rejected by the API ({err.code} {server_text(err.msg)})") from None
+    except gh_errors.ForbiddenError as err:
+        raise PublishError(
+            f"{where}: forbidden ({err.code}): the token lacks permission to write releases of {repo_slug}, or a "
+            f"rate limit was hit: {server_text(err.msg)}"
+        ) from None
     except (gh_errors.UnexpectedResponse, gh_errors.UnprocessableResponseBody, gh_errors.IncompleteResponse):
         raise PublishError(f"{where}: the API answered with something that is not GitHub's JSON") from None
     except gh_errors.GitHubError as err:
@@ -215,11 +236,13 @@ def _api_errors(repo_slug: str, tag: str) -> Iterator[None]:
 def _connection_failure(err: BaseException) -> str:
     """What went wrong on the way to the API, in words; requests' own text (URLs, addresses) is left out."""
     tries = f"after {RETRIES + 1} tries"
+    if isinstance(err, DeadlinePassed):
+        return f"{err.what} ran past its {err.seconds:g} s deadline (the API answered too slowly)"
     if isinstance(err, requests.exceptions.SSLError):
         return "TLS handshake with the API failed (certificate or protocol)"
     cause = repr(err)  # requests keeps urllib3's reason (a timeout, a DNS failure) only in the text
     if isinstance(err, requests.exceptions.Timeout) or "TimeoutError" in cause:
-        return f"the API did not answer in time ({tries})"
+        return f"the API did not answer within {READ_TIMEOUT_S:g} s"
     if "NameResolution" in cause or "Name or service not known" in cause:
         return f"cannot resolve the API's host name ({tries})"
     if isinstance(err, requests.exceptions.RetryError):

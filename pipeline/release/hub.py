@@ -15,6 +15,12 @@ from dayone.core.redact import clean_token
 from dayone.release import PublishError
 
 MODEL_CARD = "README.md"
+# What the Hub's refusals mean for an upload, said as such rather than as a failure to reach it.
+_MEANING = {
+    401: ": HF_TOKEN was not accepted",
+    403: ": HF_TOKEN may not write to this repo",
+    404: ": no such repo, or HF_TOKEN cannot see it",
+}
 
 
 @dataclass
@@ -57,7 +63,9 @@ def upload_to_hub(folder: Path, repo_id: str, *, token: str | None, dry_run: boo
         info = HfApi(token=token).upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message)
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
-        raise PublishError(f"--hf-repo {repo_id}: the Hub refused the upload (HTTP {status})") from None
+        raise PublishError(
+            f"--hf-repo {repo_id}: the Hub refused the upload (HTTP {status}{_MEANING.get(status, '')})"
+        ) from None
     except httpx2.TimeoutException:
         raise PublishError(f"--hf-repo {repo_id}: the Hub did not answer in time") from None
     except (httpx2.HTTPError, OSError) as err:

@@ -1,7 +1,8 @@
 """A local HTTP server that fails on purpose, quoting the request's headers (the token among them) in its answer.
 
 Modes: "json-<status>" (GitHub-style {"message": ...}), "text-<status>" (a plain body), "html-200" (a 200 that is
-not JSON), "list-200" (JSON of the wrong shape), "hang" (accepts, never answers), "close" (hangs up at once).
+not JSON), "list-200" (JSON of the wrong shape), "hang" (accepts, never answers), "close" (hangs up at once), "drip"
+(a status line, then a byte of headers every DRIP_S for ever), "dripbody" (the body a byte every DRIP_S).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
+
+DRIP_S = 0.05  # well under the tests' read timeout: every wait for a byte is answered in time
 
 
 class EchoServer:
@@ -54,6 +57,15 @@ class EchoServer:
                 if kind == "close":
                     self.close_connection = True
                     return
+                if kind == "drip":  # a status line, then one byte of headers every DRIP_S, for ever
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    self._drip(b"X-Slow: " + b"a" * 10_000)
+                    return
+                if kind == "dripbody":  # whole headers, then the body one byte every DRIP_S
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                    self.wfile.write(b"Content-Length: 10000\r\n\r\n")
+                    self._drip(b" " * 10_000)
+                    return
                 if kind == "json":
                     body = json.dumps({"message": f"Bad credentials; you sent:\n{echoed}", "errors": [echoed]})
                 elif kind == "list":
@@ -67,6 +79,16 @@ class EchoServer:
                 self.send_header("Retry-After", "3600")  # must not stretch our retries
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _drip(self, data: bytes) -> None:
+                try:
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        if server._closing.wait(DRIP_S):
+                            return
+                except OSError:  # the client gave up: what the test wants
+                    return
 
             do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = do_HEAD = _answer
 
