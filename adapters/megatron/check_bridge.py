@@ -28,6 +28,15 @@ from typing import ClassVar
 import torch
 
 STOOD_IN = "megatron.bridge.models.conversion.model_bridge"
+# Why TransformerEngine is not installed here (tried with pip, December 2026): megatron-bridge 0.3.1 requires
+# transformer-engine[core_cu13,pytorch] >=2.10,<2.13; its PyTorch part, transformer-engine-torch 2.10-2.12, is
+# published only as an sdist (`pip download --only-binary :all:` finds no version), and building it fails at
+# metadata generation (setup.py line 165: InvalidVersion None) on a machine with no CUDA toolkit; it compiles a CUDA
+# extension against nvcc and cuDNN, and its core is the CUDA-13 binary transformer-engine-cu13.
+TE_WHY = (
+    "which imports transformer_engine: transformer-engine-torch 2.10-2.12 (megatron-bridge 0.3.1's pin) is an "
+    "sdist that builds a CUDA extension, and this machine has no CUDA toolkit"
+)
 
 
 def bypass_package_inits() -> None:
@@ -82,7 +91,7 @@ def main() -> None:
     sys.path.insert(0, str(out / "bridge"))
     package = common.package_name(spec, "megatron-bridge")
     module = importlib.import_module(f"{package}.bridge")
-    why = f"MegatronModelBridge.register_bridge: {STOOD_IN} imports megatron.bridge.peft, which imports transformer_engine"
+    why = f"MegatronModelBridge.register_bridge and AutoBridge: {STOOD_IN} imports megatron.bridge.peft, {TE_WHY}"
     report: dict = {"spec": spec.name, "failures": [], "not_run": [why]}
     fail = report["failures"].append
     registered = sys.modules[STOOD_IN].MegatronModelBridge.registered
