@@ -80,7 +80,7 @@ class Cell:
             if r.malformed:
                 reasons.append((f"{where}: " if where else "") + f"malformed: {r.malformed}")
                 continue
-            reason = r.drawn.reason
+            reason = r.drawn.stated_reason()
             missing = _first_not_reached(r.drawn.levels)
             if missing:
                 reason = f"{missing.level} {missing.status}: {missing.reason or '-'}"

@@ -113,6 +113,12 @@ class ConformRun(_Open):
     levels: dict[str, RunLevel]
 
 
+class CheckSummary(_Open):
+    """generate's static checks: problems by kind (byte_compile, ruff, api, ...)."""
+
+    problems: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class Drawn(BaseModel):
     """What the dashboard reads of a report's details; everything else in details is shown as JSON only."""
 
@@ -127,6 +133,20 @@ class Drawn(BaseModel):
     spec: dict[str, Any] | None = None
     stands_in_for: dict[str, Any] | None = None
     unreplayed: dict[str, Any] | None = None
+    check: CheckSummary | None = None
+    first_failure: dict[str, Any] | None = None
+
+    def stated_reason(self) -> str | None:
+        """Why the report is not a pass, in its own words: its reason, else its first check problem or failure."""
+        if self.reason:
+            return self.reason
+        problems = [(kind, p) for kind, found in (self.check.problems if self.check else {}).items() for p in found]
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            return f"{problems[0][0]}: {problems[0][1]}{more}"
+        if self.first_failure:
+            return "first failure: " + ", ".join(f"{k} {v}" for k, v in self.first_failure.items())
+        return None
 
 
 SPEC_ONLY = ("spec", "stands_in_for")  # Drawn keys read from spec reports only

@@ -309,3 +309,10 @@ def load_reports_from(folder, docs):
     path = folder / "reports.json"
     path.write_text(json.dumps(docs))
     return load_reports([path])
+
+
+def test_a_failed_generate_says_its_first_check_problem(tmp_path):
+    check = {"ok": False, "problems": {"byte_compile": [], "api": ["m.py:3: x.y does not exist", "m.py:9: z"]}}
+    [model] = build_matrix(load_reports_from(tmp_path, [report("generate", LINEAR, "fail", 0, target="vllm",
+                                                                  check=check)]), set())  # fmt: skip
+    assert model.cell("generate", "vllm").reason == "api: m.py:3: x.y does not exist (and 1 more)"
