@@ -18,6 +18,9 @@ from rich.table import Table
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
 DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
 SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without importing torch for --help
+# dayone.conform.driver.ENGINE_TARGETS, without importing it (it loads the weight map, and torch with it, which a
+# fully cached run never needs); tests/cli/test_progress_off_a_terminal.py keeps the two equal.
+CONFORMED = ("sglang", "vllm")
 
 
 @click.command("run")
@@ -234,7 +237,6 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
     """Reports for the dashboard cells of stages that wrote none: "not run" with the reason, or "fail" with the
     message of a stage that stopped before writing them all (bad input, a bug): a target it never reached fails
     with the stage's message, never shows as a pass or as missing. Conformance is of the engines only."""
-    from dayone.conform.driver import ENGINE_TARGETS
     from dayone.dashboard.reports import STAGES, TARGETED_STAGES, Report
     from dayone.run.runner import FAIL, NOT_RUN
 
@@ -245,7 +247,7 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
             continue
         targets = ctx.targets if name in TARGETED_STAGES else (None,)
         if name == "conform":
-            targets = tuple(t for t in targets if t in ENGINE_TARGETS)
+            targets = tuple(t for t in targets if t in CONFORMED)
         for target in targets:
             if (name, target) in wrote or (r.status == FAIL and target is None and any(s == name for s, _ in wrote)):
                 continue
