@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from dayone.checks.releases import RELEASES
+from dayone.core import child
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
@@ -60,8 +60,9 @@ def _run(spec: ModelSpec, module: str = "dayone.adapters.megatron.verify", timeo
         spec_file.write_text(json.dumps(spec_to_dict(spec)))
         env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
         args = [str(spec_file), *([str(Path(folder) / "work")] if out_dir else [])]
-        proc = subprocess.run(
-            [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+        # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
+        proc = child.run(
+            [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout
         )
     start = proc.stdout.find("{")
     if start < 0:

@@ -116,8 +116,9 @@ class Checkpoint:
         return sum(info.end - info.begin for info in self.tensors.values())
 
     def read(self, name: str):
-        """One tensor as a torch.Tensor (reads only its bytes)."""
+        """One tensor as a torch.Tensor (reads only its bytes), scanned for NaN and Inf as it is read."""
         import torch
+        from dayone.checkpoint.finite import check_finite
         from safetensors import safe_open
 
         try:
@@ -129,7 +130,7 @@ class Checkpoint:
         with safe_open(self.root / file, framework="pt") as f:
             tensor = f.get_tensor(name)
         assert isinstance(tensor, torch.Tensor)
-        return tensor
+        return check_finite(tensor, name, f"{self.source or self.root}/{file}")
 
     def _pickle_state(self, file: str) -> dict:
         import torch

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 from dayone.checkpoint import check_coverage
+from dayone.checkpoint.finite import check_finite
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core.errors import InputError
 from dayone.spec.manifest import Manifest, build_manifest
@@ -33,7 +34,8 @@ class ShardReader:
                 self._open[info.file] = safe_open(path, framework="pt")
             except (SafetensorError, OSError) as err:  # the library refused what the header check let through
                 raise InputError(f"{path}: {str(err).splitlines()[0]}") from None
-        return self._open[info.file].get_tensor(name)  # type: ignore[attr-defined]
+        tensor = self._open[info.file].get_tensor(name)  # type: ignore[attr-defined]
+        return check_finite(tensor, name, str(self.checkpoint.root / info.file))  # before a forward, not after
 
     def release(self) -> None:
         self._open.clear()
