@@ -3,7 +3,8 @@ each target (details "runs", as dayone.conform writes them). Each cell links to 
 target's cell page. Refit (the trainer's weights pushed into a running engine) is its own column; where no run
 reports it, the column says there is no evidence rather than leaving it out.
 
-Per engine and world size: the highest level reached in order, with the figures the run gives for it, and the
+Columns are in the ladder's order (dayone.conform.results.LEVELS, then any level a report adds), whatever order a
+probe wrote them in. Per engine and world size: the highest level reached in order, with the figures the run gives for it, and the
 reason for every level not passed. Figures are whatever a level carries besides status and detail (forward's
 log-prob max abs, greedy token agreement, tokens/s, ...): shown by name, never picked from a list here.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from dayone.dashboard.matrix import ModelRows
 from dayone.dashboard.names import slug
+from dayone.conform.results import LEVELS
 from dayone.dashboard.reports import ConformRun, Report
 
 REFIT = "refit"
@@ -56,29 +58,31 @@ def run_anchor(target: str, world_size: int, level: str | None = None) -> str:
 
 def conform_matrix(model: ModelRows) -> ConformMatrix | None:
     """The matrix of the latest conform report of every target of `model` that has runs; None when none has."""
-    rows: list[RunRow] = []
-    levels: list[str] = []
+    found: list[tuple[Report, ConformRun, str]] = []
+    order = list(LEVELS)  # the conformance ladder; a probe may write its levels in any order (SGLang's sorts them)
     for target in model.targets:
         cell = model.cells.get(("conform", target))
         latest = [r for r in (cell.latest_reports if cell else []) if not r.malformed and r.drawn.runs]
         for report in latest:
+            order += [lv.level for lv in report.drawn.levels or [] if lv.level not in order]  # the report's ladder
             for run in sorted(report.drawn.runs or [], key=lambda run: run.world_size):
-                rows.append(_row(report, run, cell.page))
-                levels += [name for name in run.levels if name not in levels]
-    if not rows:
+                found.append((report, run, cell.page))
+                order += [name for name in run.levels if name not in order]
+    if not found:
         return None
-    columns = [name for name in levels if name != REFIT] + [REFIT]
-    return ConformMatrix(columns, rows)
+    seen = {name for _, run, _ in found for name in run.levels}
+    columns = [name for name in order if name in seen and name != REFIT] + [REFIT]
+    return ConformMatrix(columns, [_row(report, run, page, columns) for report, run, page in found])
 
 
-def _row(report: Report, run: ConformRun, page: str) -> RunRow:
+def _row(report: Report, run: ConformRun, page: str, order: list[str]) -> RunRow:
     target = report.target or "?"
     cells = {
         name: LevelCell(name, lv.status, lv.detail, lv.figures, f"{page}#{run_anchor(target, run.world_size, name)}")
-        for name, lv in run.levels.items()
+        for name, lv in sorted(run.levels.items(), key=lambda item: order.index(item[0]))
     }
     row = RunRow(target, run.world_size, run.framework, run.version, cells)
-    for name, cell in cells.items():  # in the probe's order
+    for name, cell in cells.items():  # up the ladder, in order
         if cell.status != "pass":
             break
         row.highest, row.highest_figures = name, cell.figures

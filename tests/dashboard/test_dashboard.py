@@ -316,3 +316,17 @@ def test_a_failed_generate_says_its_first_check_problem(tmp_path):
     [model] = build_matrix(load_reports_from(tmp_path, [report("generate", LINEAR, "fail", 0, target="vllm",
                                                                   check=check)]), set())  # fmt: skip
     assert model.cell("generate", "vllm").reason == "api: m.py:3: x.y does not exist (and 1 more)"
+
+
+def test_conformance_columns_follow_the_ladder_whatever_order_a_probe_wrote(tmp_path):
+    """SGLang's probe writes its levels sorted by name (accepted, built, discovered, forward, loaded): the matrix
+    still reads discovered -> accepted -> built -> loaded -> forward, and the highest level reached is loaded."""
+    from dayone.dashboard.conformance import conform_matrix
+
+    [doc] = [d for d in conform_reports(0) if d["target"] == "sglang"]
+    for run in doc["details"]["runs"]:
+        run["levels"] = dict(sorted(run["levels"].items()))
+    [model] = build_matrix(load_reports_from(tmp_path, [doc]), set())
+    matrix = conform_matrix(model)
+    assert matrix.levels == ["discovered", "accepted", "built", "loaded", "forward", "refit"]
+    assert [r.highest for r in matrix.rows] == ["loaded", "built"]
