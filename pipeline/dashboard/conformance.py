@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dayone.conform.results import LEVELS
 from dayone.dashboard.matrix import ModelRows
 from dayone.dashboard.names import slug
-from dayone.conform.results import LEVELS
 from dayone.dashboard.reports import ConformRun, Report
 
 REFIT = "refit"
