@@ -49,8 +49,12 @@ def environment_errors_as_input() -> Iterator[None]:
 def as_os_error(err: Exception, path: object) -> Exception:
     """A library's error that carries the OS's in its text (safetensors: "I/O error: No space left on device (os
     error 28)") as the OSError naming `path`; any other error unchanged."""
-    found = re.search(r"\(os error (\d+)\)", str(err))
-    if found is None:
-        return err
-    code = int(found.group(1))
-    return OSError(code, os.strerror(code), str(path))
+    return environment_error_in(str(err), path, any_errno=True) or err
+
+
+def environment_error_in(text: str, path: object, any_errno: bool = False) -> OSError | None:
+    """The OSError naming `path` for the last OS error a tool's output reports ("(os error 28)", "[Errno 30]"), when
+    it is one of ENVIRONMENT_ERRNOS (or any, with any_errno); else None."""
+    codes = [int(code) for code in re.findall(r"\(os error (\d+)\)|\[Errno (\d+)\]", text) for code in code if code]
+    codes = [code for code in codes if any_errno or code in ENVIRONMENT_ERRNOS]
+    return OSError(codes[-1], os.strerror(codes[-1]), str(path)) if codes else None

@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from dayone.core.atomic import naming
 from dayone.kernels.specialization import Specialization
 
 # Usable shared memory per block (opt-in maximum): 227 KiB on both Hopper and Blackwell datacenter parts.
@@ -215,9 +216,16 @@ def _compile_one(spec: Specialization, arch: str) -> tuple[bytes, int, PtxasRepo
 
 def _write_atomic(path: Path, data: bytes | str) -> None:
     mode = "wb" if isinstance(data, bytes) else "w"
-    with tempfile.NamedTemporaryFile(mode, dir=path.parent, delete=False, suffix=".tmp") as f:
-        f.write(data)
-    os.replace(f.name, path)
+    tmp = None
+    try:
+        with naming(path), tempfile.NamedTemporaryFile(mode, dir=path.parent, delete=False, suffix=".tmp") as f:
+            tmp = f.name
+            f.write(data)  # a full disk names no file: naming() names the output
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp is not None:  # nothing half-written stays behind
+            Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def compile_specializations(

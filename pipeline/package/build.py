@@ -27,7 +27,7 @@ import tarfile
 from importlib import metadata
 from pathlib import Path
 
-from dayone.core.errors import InputError
+from dayone.core.errors import InputError, environment_error_in
 from dayone.package.discover import Adapter
 
 
@@ -92,6 +92,9 @@ def run_build(source: Path, out: Path, epoch: int, name: str) -> tuple[Path, Pat
     proc = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, check=False)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
+        full_or_read_only = environment_error_in(log, out)  # the machine's, not the package's: one line
+        if full_or_read_only is not None:
+            raise full_or_read_only
         last = next((line for line in reversed(log.splitlines()) if line.strip()), "no output")
         raise BuildError(f"{name}: python -m build failed: {last.strip()}", log)
     new = sorted(set(out.iterdir()) - before)

@@ -13,9 +13,11 @@ import os
 import shutil
 import stat
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_runner import integrate
 from click.testing import CliRunner
 from dayone.cli import cli
 
@@ -28,9 +30,25 @@ def tiny(tmp_path_factory) -> Path:
     return out
 
 
-def _commands(tiny: Path) -> dict[str, list[str]]:
+@pytest.fixture(scope="module")
+def inputs(tiny, tmp_path_factory) -> dict[str, Path]:
+    """What package and dashboard read: generated adapters, and an `inspect --json` file."""
+    folder = tmp_path_factory.mktemp("inputs")
+    generated = folder / "generated"
+    args = ["generate", "kimi-linear-48b-a3b", "--target", "sglang", "-o", str(generated)]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    inspected = CliRunner().invoke(cli, ["inspect", str(tiny), "--json"])
+    assert inspected.exit_code == 0
+    (folder / "inspect.json").write_text(inspected.stdout)
+    return {"generated": generated, "inspect": folder / "inspect.json"}
+
+
+def _commands(tiny: Path, inputs: dict[str, Path]) -> dict[str, list[str]]:
     """Each writing command, its output named by {out}."""
     return {
+        "compile": ["compile", "kimi-linear-48b-a3b", "--arch", "sm_90", "-o", "{out}"],
+        "package": ["package", str(inputs["generated"]), "-o", "{out}"],
+        "dashboard": ["dashboard", str(inputs["inspect"]), "-o", "{out}"],
         "synth": ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "-o", "{out}"],
         "spec-derive": ["spec", "derive", str(tiny), "-o", "{out}"],
         "spec-schema": ["spec", "schema", "-o", "{out}"],
@@ -42,8 +60,21 @@ def _commands(tiny: Path) -> dict[str, list[str]]:
     }
 
 
+@dataclass
+class _Ran:
+    exit_code: int
+    output: str
+    stderr: str
+    exception: BaseException | None
+
+
 def _invoke(args: list[str], out: Path):
-    result = CliRunner().invoke(cli, [a.replace("{out}", str(out)) for a in args])
+    args = [a.replace("{out}", str(out)) for a in args]
+    if args[0] == "compile":  # a process of its own: this session interprets Triton, which compile refuses
+        proc = integrate(*args)
+        result = _Ran(proc.code, proc.out + proc.err, proc.err, SystemExit(proc.code))
+    else:
+        result = CliRunner().invoke(cli, args)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     return result, lines
 
@@ -89,25 +120,29 @@ def mounts(tmp_path_factory):
             subprocess.run(["umount", str(folder)], check=False)
 
 
-COMMANDS = ["synth", "spec-derive", "spec-schema", "golden", "generate", "prune", "convert", "run"]
+COMMANDS = [
+    "synth", "spec-derive", "spec-schema", "golden", "generate", "prune", "convert", "run", "compile", "package",
+    "dashboard",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_an_output_under_a_regular_file(tiny, tmp_path, command):
+def test_an_output_under_a_regular_file(tiny, inputs, tmp_path, command):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     out = blocker / "out"
-    result, lines = _invoke(_commands(tiny)[command], out)
+    result, lines = _invoke(_commands(tiny, inputs)[command], out)
     _assert_one_line(result, lines, str(blocker))
     assert blocker.read_text() == "not a folder"
 
 
 @pytest.mark.parametrize("disk", ["full", "readonly"])
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_full_or_read_only_disk(tiny, mounts, command, disk):
+def test_a_full_or_read_only_disk(tiny, inputs, mounts, command, disk):
     folder, reason = mounts[disk]
     out = folder / f"out-{command}"
-    result, lines = _invoke(_commands(tiny)[command], out)
+    result, lines = _invoke(_commands(tiny, inputs)[command], out)
+    # The path named is the output or a file being written under it (package names its staging folder).
     _assert_one_line(result, lines, str(folder), reason)
     # Nothing half-written is left but the (empty) folders the command made on its way, and run's (empty) lock.
     assert not any(p.is_file() and p.name not in ("filler", ".lock") for p in folder.rglob("*"))
@@ -126,10 +161,10 @@ def _special(path: Path) -> str:
 
 
 @pytest.mark.parametrize("command", ["spec-schema", "spec-derive", "golden", "synth", "generate", "prune"])
-def test_an_output_that_is_a_device_node_is_refused_and_kept(tiny, tmp_path, command):
+def test_an_output_that_is_a_device_node_is_refused_and_kept(tiny, inputs, tmp_path, command):
     node = tmp_path / "node"
     kind = _special(node)
-    result, lines = _invoke(_commands(tiny)[command], node)
+    result, lines = _invoke(_commands(tiny, inputs)[command], node)
     _assert_one_line(result, lines, str(node))
     if command in FILE_OUTPUTS:
         assert kind in lines[0], lines[0]
@@ -137,11 +172,11 @@ def test_an_output_that_is_a_device_node_is_refused_and_kept(tiny, tmp_path, com
     assert stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
-def test_run_stays_resumable_after_a_full_disk(tiny, mounts, tmp_path):
+def test_run_stays_resumable_after_a_full_disk(tiny, inputs, mounts, tmp_path):
     # The full disk stops `run` in one line; the same OUT with room again runs on (the lock and leftovers cleared).
     folder, _ = mounts["full"]
     out = folder / "run-out"
-    result, lines = _invoke(_commands(tiny)["run"], out)
+    result, lines = _invoke(_commands(tiny, inputs)["run"], out)
     assert result.exit_code == 2 and len(lines) == 1
     moved = tmp_path / "run-out"
     if out.exists():
