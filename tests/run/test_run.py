@@ -243,8 +243,11 @@ def test_a_failing_stage_leaves_the_report_and_site_and_independent_stages_run(r
     assert "truncated" in status["coverage"][1] and "truncated" in status["validate"][1]
     assert status["package"][1] == "needs coverage, validate, which did not pass"
     index = (out / "site" / "index.html").read_text()
-    assert 'data-stage="package" data-target="sglang" data-state="not run" title="needs coverage, validate' in index
-    assert re.search(r'data-stage="coverage" data-target="" data-state="fail" title="[^"]*truncated', index)
+    # each cell's reason is text beside its state (tests/dashboard reads it in the browser)
+    assert re.search(r'data-stage="package" data-target="sglang" data-state="not run">not run</a>\s*'
+                     r'<span class="why">needs coverage, validate', index)  # fmt: skip
+    assert re.search(r'data-stage="coverage" data-target="" data-state="fail">fail</a>\s*<span class="why">[^<]*truncated',
+                     index)  # fmt: skip
     # The retry after the checkpoint is repaired: the failed stages run again; the passed ones are reused.
     shutil.rmtree(ckpt)
     assert readme_demo.integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "-o", ckpt).returncode == 0
