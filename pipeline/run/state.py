@@ -27,8 +27,8 @@ LOCK_FILE = ".lock"
 RUN_FILE = "run.json"
 # The run's temporary files (tempfile.tempdir while it runs): what a SIGKILL leaves there is removed next time.
 SCRATCH = "tmp"
-# Every name the run writes at OUT's top: none of them may be a link.
-FIXED_NAMES = (LOCK_FILE, RUN_FILE, "report.json", "stages", "logs", "reports", "site", SCRATCH)
+# Every name the run writes at OUT's top (cache: the compile stage's kernels): none of them may be a link.
+FIXED_NAMES = (LOCK_FILE, RUN_FILE, "report.json", "stages", "logs", "reports", "site", "cache", SCRATCH)
 STATE_MAX_BYTES = 1 << 20  # run.json and stage.json are a few hundred bytes
 # What core.atomic and the runner leave when killed between creating and renaming.
 _LEFTOVER = re.compile(r"\..+\.(tmp|partial|old)(-\d+)?")
