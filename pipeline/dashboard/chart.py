@@ -15,7 +15,6 @@ from html import escape
 WIDTH, HEIGHT = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 170, 16, 40  # margins; the right one holds the legend
 SMALL = (300, 170, 8)  # a small multiple: width, height, right margin (its title is the figure's caption)
-FLOOR = 1e-12  # where an exact zero is drawn on the log axis
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 
@@ -62,16 +61,20 @@ def numerics_svg(
         if not math.isfinite(value):
             nonfinite.append((str(row["capture"]), int(row["layer"])))
             continue
-        series.setdefault(str(row["capture"]), []).append((int(row["layer"]), max(value, FLOOR)))
-    floor = [(layer, max(v, FLOOR)) for layer, v in floor or [] if math.isfinite(v)]
-    values = [v for points in series.values() for _, v in points] + ([tolerance] if tolerance else [])
-    values += [v for _, v in floor]
+        series.setdefault(str(row["capture"]), []).append((int(row["layer"]), max(value, 0.0)))
+    floor = [(layer, max(v, 0.0)) for layer, v in floor or [] if math.isfinite(v)]
     layers = [layer for points in series.values() for layer, _ in points] + [layer for _, layer in nonfinite]
-    values = values or ([1.0] if nonfinite else [])
-    if not values or not layers:
+    if not layers:
         return '<p class="empty">no numerics in this report</p>'
+    # The axis spans the non-zero values (and the tolerance); an exact zero (bitwise equal) sits on a "0" line
+    # below it, so that one equal layer does not stretch the axis over ten empty decades.
+    values = [v for points in series.values() for _, v in points if v > 0] + [v for _, v in floor if v > 0]
+    values += [tolerance] if tolerance else []
+    values = values or [1.0]
     lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
     hi = hi if hi > lo else lo + 1
+    zero = any(v == 0 for points in series.values() for _, v in points) or any(v == 0 for _, v in floor)
+    lo -= 1 if zero else 0  # one decade's room for the zero line
     first, last = min(layers), max(layers)
     span = max(last - first, 1)
     plot_w, plot_h = width - LEFT - right, height - TOP - BOTTOM
@@ -80,17 +83,21 @@ def numerics_svg(
         return LEFT + (layer - first) / span * plot_w
 
     def y(value: float) -> float:
-        return TOP + (hi - math.log10(value)) / (hi - lo) * plot_h
+        return TOP + (hi - math.log10(value)) / (hi - lo) * plot_h if value > 0 else TOP + plot_h
 
     svg_open = (
         f'<svg class="numerics{" small" if small else ""}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="relative RMS by layer {escape(label)}" xmlns="http://www.w3.org/2000/svg">'
     )
     out = [svg_open]
-    for exp in range(lo, hi + 1):  # one grid line per decade
+    every = max(1, math.ceil((hi - lo + 1) / (5 if small else 12)))  # at most 5 (small) or 12 labelled decades
+    for exp in range(lo + (1 if zero else 0), hi + 1):  # one grid line per decade
         gy = y(10.0**exp)
         out.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + plot_w}" y1="{gy:.1f}" y2="{gy:.1f}"/>')
-        out.append(f'<text class="tick" x="{LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end">1e{exp}</text>')
+        if (hi - exp) % every == 0:
+            out.append(f'<text class="tick" x="{LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end">1e{exp}</text>')
+    if zero:
+        out.append(f'<text class="tick" x="{LEFT - 6}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>')
     for layer in _layer_ticks(first, last, 5 if small else 12):
         out.append(f'<text class="tick" x="{x(layer):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{layer}</text>')
     out.append(f'<text class="axis" x="{LEFT + plot_w / 2}" y="{height - 4}" text-anchor="middle">layer</text>')
@@ -105,9 +112,6 @@ def numerics_svg(
             f'<text class="tick" x="{LEFT + plot_w - 4}" y="{ty - 4:.1f}" text-anchor="end">'
             f"tolerance {tolerance:.0e}</text>"
         )
-    if floor:
-        path = " ".join(f"{x(layer):.1f},{y(v):.1f}" for layer, v in sorted(floor))
-        out.append(f'<polyline class="noise-floor" points="{path}" fill="none"/>')
     for capture, layer in nonfinite:  # no value to place: at the top, marked over
         out.append(
             f'<circle class="point over nonfinite" cx="{x(layer):.1f}" cy="{TOP:.1f}" r="3">'
@@ -123,7 +127,7 @@ def numerics_svg(
             over = " over" if tolerance and v > tolerance else ""
             out.append(
                 f'<circle class="point{over}" cx="{x(layer):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}">'
-                f"<title>{escape(capture)} layer {layer}: {v:.3e}</title></circle>"
+                f"<title>{escape(capture)} layer {layer}: {v:.3e}{' (bitwise equal)' if v == 0 else ''}</title></circle>"
             )
         out.append("</g>")
         if small:
@@ -131,6 +135,9 @@ def numerics_svg(
         ly = TOP + 8 + i * 18
         out.append(f'<rect x="{LEFT + plot_w + 16}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text class="legend" x="{LEFT + plot_w + 32}" y="{ly + 1}">{escape(capture)}</text>')
+    if floor:  # over the candidate, so that where the two meet the floor still shows
+        path = " ".join(f"{x(layer):.1f},{y(v):.1f}" for layer, v in sorted(floor))
+        out.append(f'<polyline class="noise-floor" points="{path}" fill="none"><title>noise floor</title></polyline>')
     out.append("</svg>")
     return "\n".join(out)
 

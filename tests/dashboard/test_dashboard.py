@@ -330,3 +330,18 @@ def test_conformance_columns_follow_the_ladder_whatever_order_a_probe_wrote(tmp_
     matrix = conform_matrix(model)
     assert matrix.levels == ["discovered", "accepted", "built", "loaded", "forward", "refit"]
     assert [r.highest for r in matrix.rows] == ["loaded", "built"]
+
+
+def test_small_multiples_draw_the_noise_floor_and_put_exact_zeros_on_their_own_line():
+    from dayone.dashboard.chart import floor_svg, small_multiples
+
+    rows = [{"capture": c, "layer": i, "rel_rms": 0.0 if i == 0 else 1e-3 * i} for c in ("a", "b") for i in range(4)]
+    charts = small_multiples(rows, 5e-2)
+    assert [capture for capture, _ in charts] == ["a", "b"]
+    svg = charts[0][1]
+    assert svg.count('<circle class="point') == 4 and ">0</text>" in svg  # the zero is drawn, on a "0" line
+    assert ">1e-3</text>" in svg and "1e-4" not in svg and "1e-12" not in svg  # the non-zero values, no more
+    layers = [{"layer": i, "candidate_rel_rms": 0.01 * (i + 1), "floor_rel_rms": 0.02 * (i + 1)} for i in range(3)]
+    drawn = floor_svg(layers)
+    assert drawn.count('class="noise-floor"') == 1 and drawn.count('<circle class="point') == 3
+    assert floor_svg([{"layer": 0, "candidate_rel_rms": 0.1}]) is None  # no floor measured: no chart
