@@ -51,6 +51,12 @@ class ConformMatrix:
     rows: list[RunRow]
 
 
+def in_ladder(levels: dict) -> list[tuple]:
+    """A run's levels as (name, level) up the ladder: LEVELS first, in order, then any other in the run's order."""
+    rank = {name: i for i, name in enumerate(LEVELS)}
+    return sorted(levels.items(), key=lambda item: rank.get(item[0], len(rank)))
+
+
 def run_anchor(target: str, world_size: int, level: str | None = None) -> str:
     """The id of a run's row (or one level's row) on the cell page."""
     return f"run-{slug(target)}-ws{world_size}" + (f"-{slug(level)}" if level else "")

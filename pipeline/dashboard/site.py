@@ -17,7 +17,7 @@ import jinja2
 from dayone.core.atomic import staged_folder
 from dayone.core.errors import InputError
 from dayone.dashboard.chart import floor_svg, small_multiples
-from dayone.dashboard.conformance import conform_matrix, run_anchor
+from dayone.dashboard.conformance import conform_matrix, in_ladder, run_anchor
 from dayone.dashboard.matrix import HISTORY, NOT_RUN, WAITING, ModelRows, build_matrix
 from dayone.dashboard.reports import ARCHS, TARGETED_STAGES, Report
 from dayone.dashboard.scale import scale_of
@@ -69,6 +69,7 @@ def _environment() -> jinja2.Environment:
         when=lambda t: t.strftime("%Y-%m-%d %H:%M UTC") if t else "",
         pretty=lambda d: json.dumps(d, indent=2, sort_keys=True, default=str),
         figure=_figure,
+        in_ladder=in_ladder,
     )
     env.globals.update(run_anchor=run_anchor)
     return env
