@@ -36,7 +36,9 @@ class GroupedLinear(torch.nn.Module):
             weight.allreduce = False  # expert weights are reduced over the expert data-parallel group only
             self.register_parameter(f"weight{e}", weight)
 
-    def weight(self, e: int) -> torch.Tensor:
+    def expert_weight(self, e: int) -> torch.Tensor:
+        # not `weight`: Megatron-Bridge's mappings read `module.weight` as a tensor when a module has one (as
+        # TransformerEngine's GroupedLinear, which holds only weight0..N, does not)
         return getattr(self, f"weight{e}")
 
 
@@ -56,8 +58,8 @@ class GroupedExperts(MegatronModule):
         """tokens [n, W] grouped by expert; tokens_per_expert [E_local]; probs [n] -> ([n, W], None)."""
         outputs = []
         for e, rows in enumerate(tokens.split(tokens_per_expert.tolist())):
-            h = self.activation_func(F.linear(rows, self.linear_fc1.weight(e)))
-            outputs.append(F.linear(h, self.linear_fc2.weight(e)))
+            h = self.activation_func(F.linear(rows, self.linear_fc1.expert_weight(e)))
+            outputs.append(F.linear(h, self.linear_fc2.expert_weight(e)))
         out = torch.cat(outputs) if outputs else tokens.new_zeros(0, tokens.shape[-1])
         # probabilities in fp32, as megatron-core's experts apply them before the combine sums the experts
         return (out.float() * probs.float()[:, None]).to(tokens.dtype), None
