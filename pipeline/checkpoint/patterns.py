@@ -14,7 +14,8 @@ def group_names(names: list[str] | set[str]) -> list[str]:
     groups: dict[str, list[list[int]]] = defaultdict(list)
     for name in names:
         numbers = [int(m) for m in _NUMBER.findall(name)]
-        groups[_NUMBER.sub("{}", name)].append(numbers)
+        literal = name.replace("{", "{{").replace("}", "}}")  # braces in a name are text, not placeholders
+        groups[_NUMBER.sub("{}", literal)].append(numbers)
     out = []
     for template, rows in groups.items():
         if len(rows) == 1:

@@ -247,3 +247,14 @@ def test_check_names_matches_check_name_one_by_one():
     checkpoint_names.check_names(["a.weight", "é.weight", "层.weight"], "f")
     with pytest.raises(InputError, match="empty"):
         checkpoint_names.check_names(["a", ""], "f")
+
+
+@pytest.mark.parametrize("name", ["{", "}", "model.{0}.weight", "model.norm.{}"])
+def test_a_name_with_braces_is_reported_as_written(tiny, tmp_path, name):
+    # Found by test_fuzz_any_name: the report's name grouping formatted the name as a template (ValueError:
+    # Single '{' encountered in format string).
+    root = _copy(tiny, tmp_path / "ckpt")
+    _rename(root, name)
+    result, _ = _inspect(root)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    assert f"  {name}\n" in result.output
