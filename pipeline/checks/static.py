@@ -139,7 +139,7 @@ def _protocols(spec: ModelSpec, target: str, root: Path, expected: dict[str, str
     are those the quantization method in use registers (protocols.py)."""
     problems: list[str] = []
     quant = spec.quantization.format if spec.quantization is not None else None
-    for rel in (rel for rel in expected if rel.endswith("/model.py")):
+    for rel in engine_models(expected):
         if target in REGISTRY_PROTOCOLS:
             arch = spec.hf.architecture
             problems += [str(p) for p in check_protocols(root / rel, rel, tree, target, arch)]
@@ -152,11 +152,17 @@ def _protocols(spec: ModelSpec, target: str, root: Path, expected: dict[str, str
     return problems
 
 
+def engine_models(expected: dict[str, str]) -> list[str]:
+    """The generated model.py of a package (`<package>/model.py`), not a module of that name deeper down (the Miles
+    and Megatron-Bridge packages carry dayone's Megatron model builder as _dayone/adapters/megatron/model.py)."""
+    return [rel for rel in expected if rel.endswith("/model.py") and rel.count("/") == 1]
+
+
 def _model_names(root: Path, expected: dict[str, str]) -> list[str]:
     """Every module on the path of a table parameter is an attribute the generated model.py assigns (the leaf is the
     framework layer's own `weight` / FusedMoE's `w13_weight...`), so the table and the model name the same tree."""
     problems = []
-    for rel in (rel for rel in expected if rel.endswith("/model.py")):
+    for rel in engine_models(expected):
         tree = ast.parse((root / rel).read_text())
         assigned = {"layers", VLLM_ROUTED_EXPERTS}  # vLLM's MoE runner builds `routed_experts` itself
         for node in ast.walk(tree):
