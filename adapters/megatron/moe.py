@@ -49,9 +49,9 @@ class GroupedExperts(MegatronModule):
     def __init__(self, num_local_experts: int, config: TransformerConfig, input_size: int, activation: ModuleSpec,
                  pg_collection=None):  # fmt: skip
         super().__init__(config=config)
-        I = config.moe_ffn_hidden_size
-        self.linear_fc1 = GroupedLinear(num_local_experts, input_size, 2 * I, config, config.init_method)
-        self.linear_fc2 = GroupedLinear(num_local_experts, I, input_size, config, config.output_layer_init_method)
+        inner = config.moe_ffn_hidden_size
+        self.linear_fc1 = GroupedLinear(num_local_experts, input_size, 2 * inner, config, config.init_method)
+        self.linear_fc2 = GroupedLinear(num_local_experts, inner, input_size, config, config.output_layer_init_method)
         self.activation_func = build_module(activation, config=config)
 
     def forward(self, tokens: torch.Tensor, tokens_per_expert: torch.Tensor, probs: torch.Tensor):

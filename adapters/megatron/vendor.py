@@ -3,7 +3,7 @@
 Miles' `--spec` plugin and Megatron-Bridge's provider build the layers of `dayone.adapters.megatron`; a trainer's
 environment has megatron-core, torch, Triton and pydantic, not dayone. At generation time the modules those layers
 import are copied, whole, under `<package>/_dayone/` (dayone's own module tree, so the copies read as the originals)
-with their `dayone.` imports pointing there. The modules are found by reading imports (nothing is executed): the
+with their `dayone.` imports made relative (so they point there). The modules are found by reading imports (nothing is executed): the
 closure of ROOTS over absolute `dayone.` imports, lazy ones inside functions included. A package folder on the way
 gets its real `__init__.py` only when a copied module imports a name from it (`from dayone.kernels.kda import
 chunk_kda`); otherwise an empty one, so `dayone.adapters.model`'s whole reference tier is not pulled in for one norm.
@@ -31,7 +31,10 @@ FOLDER = "_dayone"
 # The third-party modules the copies may import; the generated pyproject declares them (`REQUIREMENTS`).
 THIRD_PARTY = {"torch", "triton", "pydantic", "megatron"}
 REQUIREMENTS = ("torch", "triton", "pydantic>=2.7")
-_IMPORT = re.compile(r"^(\s*)(from|import) dayone(?=[.\s])", re.MULTILINE)
+_FROM = re.compile(r"^(\s*)from dayone\.", re.MULTILINE)
+# The copies are dayone's code under dayone's lint rules; the generated packages are checked with more
+# (`integrate generate --check`: E, F, W, I, B, UP), of which dayone's code breaks one: single-letter sizes (`I`).
+LINT_EXEMPTION = "# ruff: noqa: E741\n"
 
 
 def _origin(module: str) -> Path | None:
@@ -49,8 +52,8 @@ def _imports(module: str) -> tuple[set[str], set[str]]:
     tree = ast.parse(_origin(module).read_text())
     modules, packages = set(), set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules |= {a.name for a in node.names if a.name.split(".")[0] == "dayone"}
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "dayone" for a in node.names):
+            raise ValueError(f"{module}: `import dayone...` (line {node.lineno}); the copies rewrite `from` imports")
         elif isinstance(node, ast.ImportFrom) and node.level:
             raise ValueError(f"{module}: relative import (line {node.lineno}); the copies resolve absolute ones")
         elif isinstance(node, ast.ImportFrom) and node.module.split(".")[0] == "dayone":
@@ -82,12 +85,15 @@ def closure(roots=ROOTS) -> tuple[list[str], set[str]]:
     return sorted(seen), real_inits
 
 
-def rename_imports(text: str, package: str) -> str:
-    """`from dayone.x import y` -> `from <package>._dayone.x import y` (and `import dayone.x`)."""
-    return _IMPORT.sub(rf"\1\2 {package}.{FOLDER}", text)
+def relative_imports(text: str, module: str, is_package: bool) -> str:
+    """`from dayone.x import y` -> `from ...x import y`, relative to the copy of `module` (a package's __init__ when
+    is_package): the copies import each other wherever the package is installed, and an import sorter sees them as
+    one local block, whether it reads them from a file or from standard input."""
+    depth = module.count(".") + (1 if is_package else 0)  # dots from the module's package up to `dayone`
+    return _FROM.sub(rf"\1from {'.' * depth}", text)
 
 
-def vendored_files(package: str, header) -> dict[str, str]:
+def vendored_files(header) -> dict[str, str]:
     """{path under the package folder: text} for `<package>/_dayone/...`; header(what) -> the generated header."""
     modules, real_inits = closure()
     files: dict[str, str] = {}
@@ -103,8 +109,8 @@ def vendored_files(package: str, header) -> dict[str, str]:
         else:
             rel = (*parts[:-1], f"{parts[-1]}.py")
         folders |= {parts[:i] for i in range(len(parts))}
-        text = rename_imports(path.read_text(), package)
-        files["/".join((FOLDER, *rel))] = header(f"copy of {module}") + text
+        text = relative_imports(path.read_text(), module, path.name == "__init__.py")
+        files["/".join((FOLDER, *rel))] = header(f"copy of {module}") + LINT_EXEMPTION + text
     for folder in folders:
         init = "/".join((FOLDER, *folder, "__init__.py"))
         if init not in files:

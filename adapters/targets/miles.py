@@ -206,7 +206,7 @@ def standalone(spec: ModelSpec, package: str, context: dict, target: str, releas
     """The copies of dayone's Megatron model the package runs (`vendor`) and the pyproject declaring what they
     import: Miles' and Megatron-Bridge's packages (both generators call this) run in a trainer's environment, which
     has no dayone."""
-    copies = vendor.vendored_files(package, lambda what: common.header(spec, what))
+    copies = vendor.vendored_files(lambda what: common.header(spec, what))
     # the framework as an extra pinned to the checked releases, as `integrate package` declares it: a trainer's
     # environment has its own (often CUDA-specific) build, which a hard requirement would let pip replace
     releases = [RELEASES[name] for name in TARGET_RELEASES[target]]
