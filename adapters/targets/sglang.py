@@ -6,6 +6,8 @@ checkpoint's architecture, with `EntryClass`, a table-walking `load_weights` and
     <out>/sglang/<package>/model.py         the model (SGLang layers), EntryClass
     <out>/sglang/<package>/weight_table.py  the inference-layout weight map (MXFP4 experts kept packed)
     <out>/sglang/<package>/loading.py, walk.py, mxfp4.py   the table walker, shipped verbatim
+    <out>/sglang/<package>/cpu.py           the paths SGLang has only as GPU kernels (taken without a GPU only),
+                                            computing with dayone's references shipped beside it (kda_reference.py, ...)
 """
 
 from __future__ import annotations
@@ -57,9 +59,12 @@ def files(spec: ModelSpec) -> dict[str, str]:
     out = {
         f"{package}/__init__.py": common.render("sglang/init.py.j2", **context),
         f"{package}/model.py": common.render("sglang/model.py.j2", **context),
+        f"{package}/cpu.py": common.render("sglang/cpu.py.j2", **context),
         f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
         "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points={}),
     }
     for name in common.SHIPPED:
         out[f"{package}/{name}"] = common.shipped_source(name, spec)
+    for name, text in common.cpu_references(spec).items():
+        out[f"{package}/{name}"] = text
     return common.finish(out)

@@ -16,6 +16,7 @@ parallel state. Writes:
     OUTDIR/rank{R}.derived2.safetensors   the same after a second load_weights with every floating-point
                                           checkpoint tensor doubled (a weight update)
 "loaded" is never passed here: the driver compares the dumps with dayone's reference reading of the checkpoint.
+"forward" is not run here either: sglang_forward.py generates with the model (the driver runs it after "loaded").
 The framework is imported once in the launching process and the ranks are forked from it (a batch of jobs shares
 that import: the import is most of a probe's time); SGLang's model registry, and through it the adapter package,
 is imported only inside each rank, after SGLANG_EXTERNAL_MODEL_PACKAGE is set, as in a user's server process.
@@ -44,25 +45,10 @@ from pathlib import Path
 LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
 
 
-def forward_not_run(facts: dict) -> str:
-    """Why SGLang's forward is not run here, layer kind by layer kind (what the built model holds)."""
-    parts = [
-        "SGLang runs a forward only inside its ModelRunner (an attention backend, KV and linear-attention state pools)"
-    ]
-    if facts.get("kda"):
-        parts.append(
-            "its KDA layers cannot run on this CPU: SGLang's KDA backend has Triton kernels only (kda_triton, "
-            "causal_conv1d_triton)"
-        )
-    if "Mxfp4MoEMethod" in facts.get("quant_methods", ()):
-        parts.append(
-            "nor can the MXFP4 experts: Mxfp4MoEMethod's CPU path is sgl-kernel's fused_experts_cpu on Intel AMX, "
-            "and sgl-kernel's CPU build is not on the package index"
-        )
-    parts.append(
-        "the MLA and dense layers were not run on their own (outside the ModelRunner it is not SGLang's forward)"
-    )
-    return "; ".join(parts)
+FORWARD_ELSEWHERE = (
+    "this probe stops at the load; the forward is sglang_forward.py's (the model generating in SGLang's parallel "
+    "state without its scheduler), run and judged by the conformance driver"
+)
 
 
 CPU_ROTARY = "SGLang's rotary embedding imported with its CPU engine (SGLANG_USE_CPU_ENGINE=1) for that package only"
@@ -143,21 +129,22 @@ def discover(verdict: Verdict, package: str, archs: list[str]):
     return cls
 
 
-def server_args(checkpoint: Path, world: int):
+def server_args(checkpoint: Path, world: int, dtype: str = "auto"):
     from sglang.srt.server_args import ServerArgs
 
     # A hybrid (linear-attention) model on a platform without Mamba state snapshots: SGLang's own resolution asks
     # for the no_buffer strategy, which needs the overlap schedule off.
-    return ServerArgs(model_path=str(checkpoint), device="cpu", tp_size=world, disable_cuda_graph=True,
+    return ServerArgs(model_path=str(checkpoint), device="cpu", tp_size=world, disable_cuda_graph=True, dtype=dtype,
                       mamba_radix_cache_strategy="no_buffer", disable_overlap_schedule=True)  # fmt: skip
 
 
-def accept(verdict: Verdict, checkpoint: Path, rank: int, world: int):
-    """SGLang's own inspection: server-argument resolution (model-specific hooks), ModelConfig."""
+def accept(verdict: Verdict, checkpoint: Path, rank: int, world: int, dtype: str = "auto"):
+    """SGLang's own inspection: server-argument resolution (model-specific hooks), ModelConfig (`dtype`: the
+    server's --dtype)."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.runtime_context import SpawnRanks, publish
 
-    args = server_args(checkpoint, world)
+    args = server_args(checkpoint, world, dtype)
     publish(args, role="scheduler", ranks=SpawnRanks(world_rank=rank))
     from sglang.srt.configs.hybrid_arch import hybrid_kda_config, mambaish_config
 
@@ -466,7 +453,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
                 if model is not None:
                     level = "loaded"
                     load(verdict, model, ckpt, out_dir, rank)
-                    verdict.not_run("forward", forward_not_run(verdict.facts))
+                    verdict.not_run("forward", FORWARD_ELSEWHERE)
     except Exception as err:  # noqa: BLE001 - the framework's own error is the verdict (traceback kept aside)
         verdict.failed(level, f"{type(err).__name__}: {err}")
         (out_dir / f"rank{rank}.traceback.txt").write_text(traceback.format_exc())
