@@ -44,8 +44,10 @@ DOMAIN = "domain"  # every other dayone.* module: checkpoint, synth, validate, r
 # they may import each other, nothing below may import them, and each must run as a program (the test checks).
 PROGRAMS = frozenset(
     {
+        "dayone.adapters.megatron.bridge_round_trip",
         "dayone.adapters.megatron.check_bridge",
         "dayone.adapters.megatron.check_miles",
+        "dayone.adapters.megatron.train_step",
         "dayone.adapters.megatron.verify",
     }
 )
