@@ -102,6 +102,12 @@ def conventions_for(
     return _from_file(model_type, extra, (), where)
 
 
+def lineage(model_type: str, inline: Conventions | None = None, extra: Sequence[Path] = ()) -> tuple[str, ...]:
+    """`model_type` and the model types its conventions extend, nearest first ("kimi_k4" -> kimi_k4, kimi_k3)."""
+    found = conventions_for(model_type, extra, inline)
+    return (model_type, *(Path(source).stem for source in found.chain[1:]))
+
+
 def _known(extra: Sequence[Path]) -> str:
     return f"known: {', '.join(known_model_types(extra)) or 'none'}; a new one needs a conventions file"
 

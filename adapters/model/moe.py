@@ -23,6 +23,7 @@ from dayone.adapters.model.capture import Capture, record, replayed_route, wants
 from dayone.adapters.model.config import Tier
 from dayone.adapters.model.mlp import MLP, gated_activation
 from dayone.adapters.model.module import SpecModule
+from dayone.adapters.model.routing import choose_experts, expert_weights, router_scores
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.mxfp4.reference import dequantize_mxfp4_reference
 from dayone.spec.schema import ModelSpec, RouterSpec
@@ -46,20 +47,12 @@ class Router(SpecModule):
         """x [N, D] -> logits [N, E] fp32, ids [N, k] (ascending), weights [N, k] fp32, own [N, k] (ascending).
         replay: ids [N, k] to use instead of the top-k choice (routing replay); `own` is always this router's choice."""
         logits = F.linear(x.float(), self.weight.float())
-        scores = logits.sigmoid() if self.cfg.activation == "sigmoid" else logits.softmax(-1)
-        choice = scores + self.e_score_correction_bias.float() if self.cfg.correction_bias else scores
-        if self.cfg.num_groups > 1:
-            # keep the topk_groups groups with the largest sum of their two best scores (DeepSeek noaux_tc)
-            grouped = choice.view(-1, self.cfg.num_groups, self.E // self.cfg.num_groups)
-            best = grouped.topk(2, dim=-1).values.sum(-1).topk(self.cfg.topk_groups, dim=-1).indices
-            keep = torch.zeros_like(grouped[..., 0], dtype=torch.bool).scatter_(1, best, True)
-            choice = grouped.masked_fill(~keep[..., None], float("-inf")).view(-1, self.E)
-        own = choice.topk(self.k, dim=-1).indices.sort(dim=-1).values
+        cfg = self.cfg
+        scores = router_scores(logits, cfg.activation)
+        bias = self.e_score_correction_bias if cfg.correction_bias else None
+        own = choose_experts(scores, self.k, bias, cfg.num_groups, cfg.topk_groups)
         ids = own if replay is None else replay.to(logits.device, torch.long).sort(dim=-1).values
-        weights = scores.gather(1, ids)
-        if self.cfg.renormalize:
-            weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
-        return logits, ids, weights * self.cfg.scaling_factor, own
+        return logits, ids, expert_weights(scores, ids, cfg.renormalize, cfg.scaling_factor), own
 
 
 class Experts(SpecModule):

@@ -33,6 +33,17 @@ SHIPPED = {
     "loading.py": "dayone.adapters.weightmap.loading",
     "mxfp4.py": "dayone.kernels.mxfp4.reference",
 }
+# The references an engine package's CPU paths compute with (file name there -> module here), by the spec part that
+# needs them: the same sources dayone's reference tier runs, shipped unchanged.
+CPU_REFERENCES = {
+    "kda": {
+        "kda_reference.py": "dayone.kernels.kda.reference",
+        "short_conv_reference.py": "dayone.kernels.short_conv.reference",
+        "gated_rmsnorm_reference.py": "dayone.kernels.gated_rmsnorm.reference",
+    },
+    "mla": {"mla_reference.py": "dayone.kernels.mla_decode.reference"},
+    "moe": {"routing.py": "dayone.adapters.model.routing"},
+}
 
 
 def dayone_version() -> str:
@@ -143,12 +154,22 @@ def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
 
 
-def shipped_source(file_name: str, spec: ModelSpec) -> str:
-    """walk.py / mxfp4.py as dayone has them, with a header saying where they come from."""
-    module = SHIPPED[file_name]
+def shipped_source(file_name: str, spec: ModelSpec, module: str | None = None) -> str:
+    """walk.py / mxfp4.py (or `module`, shipped as `file_name`) as dayone has them, with a header saying where they
+    come from."""
+    module = module or SHIPPED[file_name]
     package, _, leaf = module.rpartition(".")
     text = resources.files(package).joinpath(f"{leaf}.py").read_text()
     return header(spec, f"copy of {module}") + text
+
+
+def cpu_references(spec: ModelSpec) -> dict[str, str]:
+    """The reference sources the spec's CPU paths need: {file name in the package: its text}."""
+    out = {}
+    for part, files in CPU_REFERENCES.items():
+        if getattr(spec, part) is not None:
+            out |= {name: shipped_source(name, spec, module) for name, module in files.items()}
+    return out
 
 
 def table_source(spec: ModelSpec, wm: WeightMap, what: str) -> str:

@@ -199,8 +199,13 @@ class SourceTree:
         return None
 
     def instance_class(self, definition: Definition) -> Definition | None:
-        """The class of a module-level instance (`ModelRegistry = _ModelRegistry(...)`)."""
+        """The class of a module-level instance (`ModelRegistry = _ModelRegistry(...)`), or of one declared with a
+        bare annotation and made lazily (vllm.platforms: `current_platform: Platform`, built by __getattr__)."""
         node = definition.node
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            name = _dotted(node.annotation)
+            found = self.lookup(definition.module, name) if name and "." not in name else None
+            return found if found is not None and found.kind == "class" else None
         if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call):
             name = _dotted(node.value.func)
             found = self.lookup(definition.module, name) if name and "." not in name else None

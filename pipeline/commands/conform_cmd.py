@@ -31,7 +31,8 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     """Judge the generated SGLang / vLLM adapters in the pinned frameworks themselves, at each world size.
 
     Each adapter is installed into its framework's peer environment and the levels reached are reported:
-    discovered, accepted, built, loaded, forward. Exit 1 when a level fails."""
+    discovered, accepted, built, loaded, forward. Exit 1 when a level fails or a target's peer is not installed
+    (nothing of it ran)."""
     from dayone.checkpoint.reader import open_local
     from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.conform.driver import conform_all
@@ -42,7 +43,10 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     reports = conform_all(adapters, checkpoint, spec, tuple(dict.fromkeys(world_sizes)), targets or None)
     if not reports:
         raise InputError(f"{adapters}: holds no generated sglang/ or vllm/ adapter (run integrate generate first)")
-    document = {"spec": spec.name, "ok": all(r.passed for r in reports), "targets": [r.as_dict() for r in reports]}
+    # ok: no level failed and every target ran (a target whose peer is absent ran nothing: never ok)
+    ran = all(any(lv.status != "not run" for run in r.runs for lv in run.levels.values()) for r in reports)
+    document = {"spec": spec.name, "ok": ran and all(r.passed for r in reports),
+                "targets": [r.as_dict() for r in reports]}  # fmt: skip
     if out_file:
         import json
 

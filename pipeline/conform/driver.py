@@ -8,6 +8,7 @@ is "not run" with its reason, never "pass".
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
 import time
@@ -22,6 +23,8 @@ from dayone.spec.schema import ModelSpec
 # Targets judged by an inference engine's own release (Miles and Megatron-Bridge are judged by megatron-core).
 ENGINE_TARGETS = ("sglang", "vllm")
 PROBE_TIMEOUT_S = 900
+FORWARD_DTYPES = ("float32", "bfloat16")
+NO_LAYOUT = "the checkpoint's weights have no layout at world size"
 
 
 def _level(status: str, detail: str) -> Level:
@@ -39,13 +42,19 @@ def not_run_report(target: str, world_sizes, reason: str) -> TargetReport:
 
 
 def conform_target(
-    target: str, adapter: Path, checkpoint: Path, spec: ModelSpec, world_sizes=(1, 2), keep: Path | None = None
+    target: str,
+    adapter: Path,
+    checkpoint: Path,
+    spec: ModelSpec,
+    world_sizes=(1, 2),
+    keep: Path | None = None,
+    forward_dtypes: tuple[str, ...] = FORWARD_DTYPES,
 ) -> TargetReport:
-    """adapter: the target's generated folder (its pyproject.toml); keep: leave the probes' dumps here."""
+    """adapter: the target's generated folder (its pyproject.toml); keep: leave the probes' dumps here;
+    forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes."""
     python = peers.peer_python(target)
     if python is None:
-        where = peers.peers_root() / target
-        return not_run_report(target, world_sizes, f"the {target} peer environment is not installed ({where})")
+        return not_run_report(target, world_sizes, peers.missing(target))
     report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])
     with tempfile.TemporaryDirectory(prefix=f"dayone-conform-{target}-") as tmp:
         scratch = Path(tmp)
@@ -66,7 +75,36 @@ def conform_target(
             if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
                 table = table or build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
                 run.levels["loaded"] = _judge(table, checkpoint, world, out, run)
+            if run.levels["built"].status == "pass" and peers.forward_script(target) is not None:
+                loaded = run.levels["loaded"]
+                if loaded.status == "fail":
+                    run.levels["forward"] = _level("not run", "an earlier level failed")
+                elif loaded.status == "not run" and loaded.detail.startswith(NO_LAYOUT):
+                    # the engine loads such a checkpoint wrongly rather than refusing it (vLLM's MXFP4 experts:
+                    # a scale group split over ranks loads as zeros): nothing an engine computed from it is judged
+                    run.levels["forward"] = _level("not run", loaded.detail)
+                else:
+                    dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
+                    run.levels["forward"] = _forward(python, target, site, checkpoint, spec, world, out, dtypes)
             report.runs.append(run)
+    return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
+                                         tmp: "<scratch>", str(keep or tmp): "<out>"})  # fmt: skip
+
+
+def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetReport:
+    """The report with this machine's folders (peer venvs, the checkpoint, scratch) named, not spelled out: reports
+    travel (dashboard, release assets) and a local path says nothing there."""
+
+    def scrub(text: str) -> str:
+        for path, name in sorted(names.items(), key=lambda item: -len(item[0])):
+            text = text.replace(path, name)
+        return text
+
+    for run in report.runs:
+        run.traceback = scrub(run.traceback) if run.traceback else run.traceback
+        run.problems = [scrub(p) for p in run.problems] if run.problems else run.problems
+        for level in run.levels.values():
+            level.detail = scrub(level.detail)
     return report
 
 
@@ -91,6 +129,44 @@ def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, 
     return run
 
 
+def _forward(python: Path, target: str, site: Path, checkpoint: Path, spec: ModelSpec, world: int, out: Path,
+             dtypes: tuple[str, ...]) -> Level:  # fmt: skip
+    """The engine's own generation (its forward probe, a fresh process per dtype) judged against the reference tier
+    (fp32: the fp32 rows; bf16: against the noise floor)."""
+    from dayone.checkpoint.reader import open_local
+    from dayone.conform.forward import engine_prompts, judge_forward
+
+    prompts = out / "prompts.json"
+    prompts.write_text(json.dumps(engine_prompts(spec.vocab_size)))
+    opened = open_local(Path(checkpoint))
+    levels = []
+    for dtype in dtypes:
+        where = out / f"forward-{dtype}"
+        cmd = [str(python), str(peers.forward_script(target)), "--package-site", str(site), "--checkpoint",
+               str(checkpoint), "--world-size", str(world), "--dtype", dtype, "--prompts", str(prompts),
+               "--out", str(where)]  # fmt: skip
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        except subprocess.TimeoutExpired:
+            tail = f"the forward probe ran past {PROBE_TIMEOUT_S} s"
+        result_file = where / "forward.json"
+        if not result_file.is_file():
+            return _level("fail", f"{dtype}: the {target} forward probe wrote no forward.json: {tail}")
+        level = judge_forward(json.loads(result_file.read_text()), opened, spec, dtype, where / "layers.safetensors")
+        levels.append((dtype, level))
+    return _combined(levels)
+
+
+def _combined(levels: list[tuple[str, Level]]) -> Level:
+    """One level from a run per dtype: passed only if each passed; its figures keyed by dtype."""
+    failed = [(d, lv) for d, lv in levels if lv.status != "pass"]
+    status = failed[0][1].status if failed else "pass"
+    detail = " | ".join(f"{d}: {lv.detail}" for d, lv in (failed or levels))
+    figures = {f"{d}.{k}": v for d, lv in levels for k, v in (lv.figures or {}).items()}
+    return Level(status=status, detail=detail, figures=figures or None)
+
+
 def _probe_failed(target: str, world: int, reason: str) -> Run:
     run = _not_run(target, world, "the probe did not finish")
     run.levels["discovered"] = _level("fail", reason)
@@ -106,7 +182,7 @@ def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run) -> Level:
         try:
             problems += judge.judge_rank(table, tensors, rank, world, dump)
         except ValueError as err:  # the map cannot shard a tensor over this world size (walk.split)
-            return _level("not run", f"the reference reading has no layout for world size {world}: {err}")
+            return _level("not run", f"{NO_LAYOUT} {world}: {err}")
         except RuntimeError as err:  # a checkpoint tensor that does not fit its parameter as the spec sizes it
             return _level("fail", f"the checkpoint does not fit the spec's weight map: {err}")
     if problems:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 PROBES = Path(__file__).resolve().parent / "probes"
+# The script that installs each peer environment, from the repository root (.ci/setup runs them all).
+SETUP_SCRIPTS = {"vllm": ".ci/setup.d/10-vllm.sh", "sglang": ".ci/setup.d/11-sglang.sh"}
 
 
 def peers_root() -> Path:
@@ -28,6 +30,19 @@ def peer_python(framework: str) -> Path | None:
 
 def probe_script(framework: str) -> Path:
     return PROBES / f"{framework}_probe.py"
+
+
+def missing(framework: str) -> str:
+    """Why a framework's levels did not run when its peer is absent, and the command that installs it."""
+    script = SETUP_SCRIPTS.get(framework)
+    how = f": `bash {script}` installs it (`bash .ci/setup` installs every peer)" if script else ""
+    return f"the {framework} peer environment is not installed{how}"
+
+
+def forward_script(framework: str) -> Path | None:
+    """The framework's forward probe (its engine generating with the adapter), where it has one."""
+    path = PROBES / f"{framework}_forward.py"
+    return path if path.is_file() else None
 
 
 def install_adapter(source: Path, python: Path, site: Path, scratch: Path) -> None:

@@ -27,11 +27,14 @@ class Level(BaseModel):
 
     status: Status
     detail: str
+    # what the level measured (forward: log-prob differences, greedy agreement, tokens/s), shown with its verdict
+    figures: dict[str, float | int | str] | None = None
     _order: tuple[str, ...] = PrivateAttr(default=("status", "detail"))
 
     def as_dict(self) -> dict:
         fields = {"status": self.status, "detail": self.detail}
-        return {key: fields[key] for key in self._order}
+        out = {key: fields[key] for key in self._order}
+        return out | ({"figures": self.figures} if self.figures is not None else {})
 
 
 class Run(BaseModel):

@@ -65,3 +65,17 @@ def test_wrong_shard_dimension(fresh):
     assert levels["built"]["status"] == "pass"
     assert levels["loaded"]["status"] == "fail"
     assert "self_attn.o_proj.weight: shape" in levels["loaded"]["detail"]
+
+
+def test_forward_mistake_is_caught_and_placed(fresh):
+    """A routed expert weighed 1% too heavily on the CPU path: vLLM loads and generates, the judge finds the
+    log-probs off and names the first MoE layer (Kimi Linear's layer 0 is dense) from the engine's own layer outputs."""
+    spec, checkpoint, adapter = fresh("forward")
+    plant(adapter, "cpu.py", "y * weights[rows, slots, None]", "y * weights[rows, slots, None] * 1.01")
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,), forward_dtypes=("float32",)).runs
+    assert run.levels["loaded"].status == "pass"
+    forward = run.levels["forward"]
+    assert forward.status == "fail"
+    assert forward.figures["float32.logprob_max_abs"] > 1e-4
+    assert forward.figures["float32.first_differing_layer"].startswith("layers.1 ")
+    assert "first layer that differs: layers.1 " in forward.detail

