@@ -53,6 +53,7 @@ def model_card(
         attention_text=to_expression(spec.attention_kinds), ffn_text=to_expression(spec.ffn_kinds),
         kda_text=texts["kda_text"], mla_text=texts["mla_text"], activation_text=texts["activation_text"],
         validations=validations(reports), kernels=kernel_rows(reports), snake=common.snake(spec.name),
+        conformance=conformance_rows(reports),
         report_files=[{"name": name, "stages": ", ".join(sorted({r.stage for r in f.reports})),
                        "status": _status(f)} for name, f in reports],
     )  # fmt: skip
@@ -95,6 +96,37 @@ def _verdict(status: str, first: dict | None, reason: str | None = None) -> str:
         + (f" {values}" if values else "")
         + (f" (row {first['tolerance']})" if first.get("tolerance") else "")
     )
+
+
+# The conformance figures a model card shows, in this order, where a level reports them.
+CONFORM_FIGURES = ("float32.logprob_max_abs", "float32.greedy_disagreement", "bfloat16.logprob_mean_abs",
+                   "float32.prefill_tokens_per_s", "float32.decode_tokens_per_s")  # fmt: skip
+
+
+def conformance_rows(reports: list[tuple[str, ReportFile]]) -> list[dict]:
+    """Per engine and world size: the highest level reached, the figures of the levels that measured any, and why
+    each level that did not pass did not (the conform stage's reports)."""
+    rows = []
+    for _, f in reports:
+        for r in f.reports:
+            if r.stage != "conform":
+                continue
+            for run in r.details.get("runs") or []:
+                levels = run.get("levels") or {}
+                reached = None
+                for name, level in levels.items():
+                    if level.get("status") != "pass":
+                        break
+                    reached = name
+                figures = {k: v for level in levels.values() for k, v in (level.get("figures") or {}).items()}
+                shown = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                  for k, v in figures.items() if k in CONFORM_FIGURES)  # fmt: skip
+                why = "; ".join(f"{name} {lv.get('status')}: {lv.get('detail')}" for name, lv in levels.items()
+                                if lv.get("status") != "pass")  # fmt: skip
+                rows.append({"target": r.target or "-", "version": run.get("version", "?"),
+                             "world_size": run.get("world_size", "?"), "reached": reached or "none",
+                             "figures": shown or "-", "not_passed": why or "-"})  # fmt: skip
+    return rows
 
 
 def kernel_rows(reports: list[tuple[str, ReportFile]]) -> list[dict]:

@@ -197,9 +197,11 @@ def conform_stage(ctx: RunContext) -> Stage:
             details = cell_details(report)
             status = FAIL if not report.passed else details.pop("status")
             details.pop("status", None)
+            if status == FAIL:
+                details["first_failure"] = _first_failure(report)
             ctx.report(workdir, "conform", status, details, target=target)
             missing = _levels_not_run(details["levels"]) if status == PASS else ""
-            lines.append(f"{target}: {details['summary']}{missing}")
+            lines.append(f"{target}: {details.get('first_failure') or details['summary'] + missing}")
             statuses.append(PARTIAL if missing else status)
         # Partial where a level was left not run (forward on a CPU): as the dashboard's cell says, never pass.
         if FAIL in statuses:
@@ -218,6 +220,26 @@ def conform_stage(ctx: RunContext) -> Stage:
 
     # The probes are scripts the peers run (never imported): the whole folder is the code, with the driver's imports.
     return Stage("conform", inputs, run, after=("generate",), code=("dayone.conform.driver", "dayone.conform.*"))
+
+
+def _failed_conformance(conform: Path) -> dict[str, str]:
+    """Engine targets whose conformance failed a level that ran (target -> the stage report's summary): the release
+    holds them back. A conform stage that did not run holds nothing back (the dashboard says it did not run)."""
+    held = {}
+    for path in sorted(conform.glob("report-conform-*.json")):
+        report = json.loads(path.read_text())
+        if report.get("status") == FAIL:
+            held[report["target"]] = report.get("details", {}).get("first_failure") or "a level failed"
+    return held
+
+
+def _first_failure(report) -> str:
+    """ "LEVEL failed at world size N: its first line" for the first failed level of a target's report."""
+    for run in report.runs:
+        for level, entry in run.levels.items():
+            if entry.status == FAIL:
+                return f"{level} failed at world size {run.world_size}: {entry.detail.splitlines()[0]}"
+    return ""
 
 
 def _levels_not_run(levels: list[dict]) -> str:
@@ -317,11 +339,14 @@ def package_stage(ctx: RunContext) -> Stage:
 
         stages = ctx.out / "stages"
         inputs = workdir / "inputs"
-        for target in ctx.targets:
+        held = _failed_conformance(stages / "conform")
+        for target in (t for t in ctx.targets if t not in held):
             # Only the generated files: not what a build in that folder may have left (build/, *.egg-info).
             shutil.copytree(stages / "generate" / target, inputs / target, ignore=_NOT_GENERATED)
-        for report in sorted(p for name in after for p in (stages / name).glob("report-*.json")):
+        for report in sorted(p for name in (*after, "conform") for p in (stages / name).glob("report-*.json")):
             shutil.copyfile(report, inputs / report.name)
+        if all(t in held for t in ctx.targets):
+            return StageResult(FAIL, f"nothing packaged: conform failed for {', '.join(held)}")
         try:
             result = package(inputs, workdir / "dist", spec=ctx.spec)
         except BuildError as err:
@@ -330,11 +355,19 @@ def package_stage(ctx: RunContext) -> Stage:
             shutil.rmtree(inputs, ignore_errors=True)
         for p in result.packages:
             ctx.report(workdir, "package", PASS, {"wheel": p["wheel"], "sdist": p["sdist"]}, target=p["target"])
-        return StageResult(PASS, f"{len(result.packages)} wheels + sdists, model card, SHA256SUMS")
+        for target, why in held.items():
+            ctx.report(workdir, "package", FAIL, {"reason": f"not packaged: conform failed: {why}"}, target=target)
+        summary = f"{len(result.packages)} wheels + sdists, model card, SHA256SUMS"
+        if held:
+            summary += f"; not packaged (conform failed): {', '.join(held)}"
+        return StageResult(FAIL if held else PASS, summary)
 
     def inputs() -> dict:
-        # The wheels' bytes depend on the build tools (setuptools writes its version into each wheel).
-        return {"targets": ctx.targets, "tools": {name: _version(name) for name in ("build", "setuptools")}}
+        # The wheels' bytes depend on the build tools (setuptools writes its version into each wheel). Conformance
+        # decides which engine targets ship (and the model card shows it), so its outcome is an input too.
+        conform = ctx.out / "stages" / "conform"
+        return {"targets": ctx.targets, "tools": {name: _version(name) for name in ("build", "setuptools")},
+                "conform": sorted((p.name, p.read_text()) for p in conform.glob("report-*.json"))}  # fmt: skip
 
     return Stage(
         "package", inputs, run, after=after,
