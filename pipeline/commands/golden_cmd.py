@@ -49,7 +49,9 @@ def golden(checkpoint: str, tokens: str | None, tier: str, output: Path, spec_ar
     write_golden(output, ids, logits, {"tier": tier, "spec": spec.name, "model_type": model_type,
                                        "vocab_size": str(spec.vocab_size), "checkpoint": source.where},
                  routes)  # fmt: skip
-    console.print(f"wrote {shown(output)}: {tier} tier, {ids.shape[0]} x {ids.shape[1]} tokens, vocab {spec.vocab_size}")
+    console.print(
+        f"wrote {shown(output)}: {tier} tier, {ids.shape[0]} x {ids.shape[1]} tokens, vocab {spec.vocab_size}"
+    )
 
 
 COMMAND = golden
