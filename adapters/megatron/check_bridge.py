@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
+from dayone.checks.releases import RELEASES
 
 STOOD_IN = "megatron.bridge.models.conversion.model_bridge"
 # Why TransformerEngine is not installed here (tried with pip, December 2026): megatron-bridge 0.3.1 requires
@@ -34,8 +35,9 @@ STOOD_IN = "megatron.bridge.models.conversion.model_bridge"
 # metadata generation (setup.py line 165: InvalidVersion None) on a machine with no CUDA toolkit; it compiles a CUDA
 # extension against nvcc and cuDNN, and its core is the CUDA-13 binary transformer-engine-cu13.
 TE_WHY = (
-    "which imports transformer_engine: transformer-engine-torch 2.10-2.12 (megatron-bridge 0.3.1's pin) is an "
-    "sdist that builds a CUDA extension, and this machine has no CUDA toolkit"
+    f"which imports transformer_engine: the transformer-engine-torch releases megatron-bridge "
+    f"{RELEASES['megatron-bridge'].version} pins are sdists that build a CUDA extension, and this machine has no "
+    "CUDA toolkit"
 )
 
 

@@ -92,7 +92,10 @@ def test_generated_kda_is_vllms_layer(name):
     tree = ast.parse(model)
     kda = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "KimiDeltaAttention")
     assert [ast.unparse(b) for b in kda.bases] == ["KimiGatedDeltaNetAttention"]
-    assert [n.name for n in kda.body if isinstance(n, ast.FunctionDef)] == ["__init__"]  # vLLM's forward and kernels
+    # vLLM's forward and kernels; on vLLM's CPU platform only, _forward takes cpu.py's path (its kernels are Triton)
+    assert [n.name for n in kda.body if isinstance(n, ast.FunctionDef)] == ["__init__", "_forward"]
+    forward = ast.unparse(next(n for n in kda.body if isinstance(n, ast.FunctionDef) and n.name == "_forward"))
+    assert "if current_platform.is_cpu():" in forward and "super()._forward(" in forward
     lower = spec.kda.gate.lower_bound
     assert f'"gate_lower_bound": {lower},' in model
     assert f'"use_full_rank_gate": {spec.kda.output_gate.kind == "full_rank"},' in model
