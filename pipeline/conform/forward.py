@@ -8,7 +8,8 @@ The engine generates greedily from a few prompts of different lengths, returning
 completion) in fp32 and gives its log-probs at the same positions. Judged:
 - fp32 engine: every generated token is the reference's argmax after the engine's own prefix (identical greedy
   tokens), and every log-prob is within the fp32_logprob row (1e-4) of the reference's.
-- bf16 engine: the mean |log-prob diff| and the greedy-token disagreement are judged like validate's un-replayed
+- bf16 engine: the mean |log-prob diff| and the greedy tokens that are not the reference's argmax by more than a
+  near-tie (NEAR_TIE) are judged like validate's un-replayed
   figures: within max(table bound, k x the noise floor), the floor being the reference tier's arithmetic in bf16 on
   the same sequences (dayone.validate.floor).
 When the level fails and the engine recorded its decoder layers' outputs (the first step's prefill), the report names
@@ -31,6 +32,11 @@ PROMPT_LENGTHS = (5, 12, 9)  # one more than the engine runs at once: the last i
 MAX_TOKENS = (6, 3, 5)
 PROMPT_SEED = 20261203
 FP32_ROW = "fp32_logprob"
+# bf16 greedy tokens are judged where the reference prefers its own choice by more than this (nats): the largest
+# log-prob gap between two bf16 stacks Miles' K3 prune measured (the bf16_logprob_max row). Within it, bf16 rounding
+# alone can pick the other token (a router near-tie upstream, seen in SGLang's Kimi Linear run): such flips are
+# counted and shown, not judged. fp32 judges every greedy token.
+NEAR_TIE = TOLERANCES["bf16_logprob_max"].max_abs
 
 
 def engine_prompts(vocab_size: int) -> list[dict]:
@@ -82,13 +88,18 @@ def _figures(sequences, prompt_lengths, candidate, choices, runs: list[Reference
     the candidate would pick at each position [T - 1] (None: the sequence's own tokens, which the engine chose).
     Returns max / mean |log-prob diff| against `runs`, and at how many generated positions the candidate's choice
     is not the reference's argmax."""
-    diffs, flips, generated_total = [], 0, 0
+    diffs, flips, decisive, generated_total = [], 0, 0, 0
     for n, (sequence, prompt_length, run) in enumerate(zip(sequences, prompt_lengths, runs, strict=True)):
         diffs.append((torch.as_tensor(candidate[n], dtype=torch.float64) - _chosen(run, sequence)).abs())
         picked = torch.tensor(sequence[1:]) if choices is None else choices[n]
-        best = run.logprobs[:-1].argmax(-1)
+        logprobs = run.logprobs[:-1]
+        best = logprobs.argmax(-1)
         generated = slice(prompt_length - 1, len(sequence) - 1)
-        flips += int((picked[generated] != best[generated]).sum())
+        missed = picked[generated] != best[generated]
+        # how far below the reference's own choice the picked token sits: a near-tie that bf16 may flip, or not
+        margin = logprobs.max(-1).values[generated] - logprobs[generated].gather(-1, picked[generated, None])[:, 0]
+        flips += int(missed.sum())
+        decisive += int((missed & (margin > NEAR_TIE)).sum())
         generated_total += len(sequence) - prompt_length
     every = torch.cat(diffs)
     return {
@@ -97,6 +108,7 @@ def _figures(sequences, prompt_lengths, candidate, choices, runs: list[Reference
         "positions": int(every.numel()),
         "greedy_tokens": generated_total,
         "greedy_disagreement": flips,
+        "greedy_disagreement_beyond_near_ties": decisive,
     }
 
 
@@ -148,9 +160,9 @@ def _bf16_verdict(figures: dict, floor: dict) -> tuple[bool, str]:
 
     checks = {
         "logprob_mean_abs": (figures["logprob_mean_abs"], floor["logprob_mean_abs"], "bf16_logprob_mean"),
-        "greedy_disagreement": (
-            figures["greedy_disagreement"] / max(figures["greedy_tokens"], 1),
-            floor["greedy_disagreement"] / max(floor["greedy_tokens"], 1),
+        "greedy_disagreement_beyond_near_ties": (
+            figures["greedy_disagreement_beyond_near_ties"] / max(figures["greedy_tokens"], 1),
+            floor["greedy_disagreement_beyond_near_ties"] / max(floor["greedy_tokens"], 1),
             "bf16_top1_disagreement",
         ),
     }
