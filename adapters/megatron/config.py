@@ -9,6 +9,7 @@ params (`layer_specs.py`), read from the spec. Importing this module does not im
 from __future__ import annotations
 
 import torch
+from dayone.adapters.megatron.refusals import rope_refusals, router_refusals
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 
@@ -118,37 +119,6 @@ class NoMegatronForm(InputError, ValueError):
     written; a ValueError too, for callers of `model_fields` that predate the InputError)."""
 
 
-def router_refusals(spec: ModelSpec) -> list[str]:
-    """The router fields megatron-core 0.16.1's top-k (moe_utils.topk_routing_with_score_function) cannot express,
-    one line each."""
-    moe = spec.moe
-    if moe is None:
-        return []
-    router, k, out = moe.router, moe.experts_per_token, []
-    if router.activation == "sigmoid" and not router.renormalize and k > 1:
-        # megatron-core renormalises the chosen sigmoid scores whenever top-k > 1
-        out.append(
-            f"spec {spec.name}: moe.router.renormalize false with sigmoid scores has no megatron-core form "
-            "(it renormalises the chosen scores whenever top-k > 1)"
-        )
-    if router.num_groups > 1:
-        # The spec ranks groups by the sum of their two best scores (DeepSeek-V3's noaux_tc); megatron-core's
-        # group_limited_topk sums the best topk // group_topk, and ranks softmax groups on the raw logits unless
-        # the softmax comes first (pre_softmax, i.e. renormalize false).
-        if k // router.topk_groups != 2:
-            out.append(
-                f"spec {spec.name}: moe.router.topk_groups {router.topk_groups} with experts_per_token {k} has no "
-                "megatron-core form (it ranks groups by their best experts_per_token / topk_groups scores, the "
-                "spec by their best 2: experts_per_token // topk_groups must be 2)"
-            )
-        elif router.activation == "softmax" and router.renormalize:
-            out.append(
-                f"spec {spec.name}: moe.router.num_groups {router.num_groups} with renormalised softmax scores has "
-                "no megatron-core form (it ranks the groups on the logits, the spec on the softmax scores)"
-            )
-    return out
-
-
 def rope_fields(spec: ModelSpec) -> dict:
     """MLATransformerConfig's rotary fields. NoPE: plain rope, which mla.py replaces by zero angles. Rope: megatron-core
     rotates MLA's rope dims as DeepSeek-V3 stores them (adjacent pairs, de-interleaved before turning), "rope" or
@@ -156,10 +126,9 @@ def rope_fields(spec: ModelSpec) -> dict:
     rope = spec.mla.rope
     if rope is None:
         return {"rope_type": "rope", "rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}
-    if not rope.interleave:
-        raise NoMegatronForm(
-            f"spec {spec.name}: mla.rope.interleave false has no megatron-core form (its MLA turns adjacent pairs)"
-        )
+    refused = rope_refusals(spec)
+    if refused:
+        raise NoMegatronForm(refused[0])
     fields = {"rotary_base": rope.theta, "rotary_percent": 1.0}
     s = rope.scaling
     if s is None:

@@ -13,6 +13,7 @@ checkpoint's architecture, with `EntryClass`, a table-walking `load_weights` and
 from __future__ import annotations
 
 from dayone.adapters.targets import common
+from dayone.adapters.targets.refusals import sglang_refusals
 from dayone.adapters.weightmap import build_weight_map
 from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
@@ -22,34 +23,8 @@ TARGET = "sglang"
 RELEASE = RELEASES[TARGET].version
 
 
-def refusals(spec: ModelSpec) -> list[str]:
-    """Spec fields the SGLang model template does not honour, one line each (field, value, target)."""
-    out = []
-    if (line := common.yarn_positions_refusal(spec, TARGET)) is not None:
-        out.append(line)
-    if spec.tie_word_embeddings:
-        out.append("tie_word_embeddings: true is not supported by target sglang: lm_head is loaded on its own")
-    if spec.moe is not None:
-        router, experts = spec.moe.router, spec.moe.num_experts
-        if router.num_groups > 1 and (experts % router.num_groups or experts // router.num_groups < 2):
-            out.append(
-                f"moe.router.num_groups: {router.num_groups} is not supported by target sglang: group-limited "
-                f"top-k needs {experts} experts in equal groups of two or more"
-            )
-        if router.topk_groups > router.num_groups:
-            out.append(
-                f"moe.router.topk_groups: {router.topk_groups} exceeds num_groups {router.num_groups} (target sglang)"
-            )
-    if spec.quantization is not None and spec.quantization.group_size != 32:
-        out.append(
-            f"quantization.group_size: {spec.quantization.group_size} is not supported by target sglang: its MXFP4 "
-            "MoE method reads groups of 32"
-        )
-    return out
-
-
 def files(spec: ModelSpec) -> dict[str, str]:
-    refused = refusals(spec)
+    refused = sglang_refusals(spec)
     if refused:
         raise InputError(refused[0])
     package = common.package_name(spec, TARGET)

@@ -14,6 +14,7 @@ table (layout "vllm") names that layer's parameters.
 from __future__ import annotations
 
 from dayone.adapters.targets import common
+from dayone.adapters.targets.refusals import vllm_refusals
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
 from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
@@ -21,9 +22,6 @@ from dayone.spec.schema import ModelSpec
 
 TARGET = "vllm"
 RELEASE = RELEASES[TARGET].version
-# KimiGatedDeltaNetAttention sizes its low-rank gate factors by head_dim and accepts safe-gate lower bounds in
-# [KDA_LOWER_BOUND_MIN, 0) (vllm/model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py).
-KDA_LOWER_BOUND_MIN = -5.0
 # The model types vLLM's own code knows, with the architecture whose config hook (vllm/model_executor/models/
 # config.py: MODELS_CONFIG_MAP) applies to their checkpoints; its config registry has a class for each.
 VLLM_FAMILIES = {"kimi_k3": "KimiK3ForConditionalGeneration", "kimi_linear": "KimiLinearForCausalLM"}
@@ -40,37 +38,10 @@ def family(spec: ModelSpec) -> dict | None:
     return {"model_type": known, "architecture": VLLM_FAMILIES[known]} if known else None
 
 
-def kda_fits(spec: ModelSpec) -> None:
-    """Raise InputError (one line) when vLLM's KDA layer cannot hold the spec's KDA."""
-    k = spec.kda
-    if k is None:
-        return
-    ranks = {"kda.gate.rank": k.gate.rank, "kda.output_gate.rank": k.output_gate.rank}
-    if k.output_gate.kind != "low_rank":
-        del ranks["kda.output_gate.rank"]
-    for field, rank in ranks.items():
-        if rank is not None and rank != k.head_dim:
-            raise InputError(
-                f"{spec.name}: {field} = {rank} is not supported by target vllm: vLLM {RELEASE}'s KDA layer needs it "
-                f"equal to kda.head_dim ({k.head_dim})"
-            )
-    lower = k.gate.lower_bound
-    if lower is not None and not KDA_LOWER_BOUND_MIN <= lower < 0:
-        raise InputError(
-            f"{spec.name}: kda.gate.lower_bound = {lower} is not supported by target vllm: vLLM {RELEASE}'s KDA layer "
-            f"takes lower bounds in [{KDA_LOWER_BOUND_MIN}, 0)"
-        )
-
-
-def refuse_unsupported(spec: ModelSpec) -> None:
-    """Raise InputError (one line naming field, value and target) for a spec field the generated code cannot honour."""
-    if (line := common.yarn_positions_refusal(spec, TARGET)) is not None:
-        raise InputError(f"{spec.name}: {line}")
-
-
 def files(spec: ModelSpec) -> dict[str, str]:
-    refuse_unsupported(spec)
-    kda_fits(spec)
+    refused = vllm_refusals(spec)
+    if refused:
+        raise InputError(refused[0])
     package = common.package_name(spec, TARGET)
     wm = build_weight_map(spec, TARGET_LAYOUT[TARGET], mxfp4="packed")
     what = f"vLLM {RELEASE} plugin"

@@ -125,6 +125,9 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
                 shown.ended(stage.name, result)
 
         named = load_spec(spec_arg or DEMO_SPEC if demo else stand_in_for) if demo or stand_in_for else None
+        chosen = tuple(targets) or TARGETS
+        if named is not None:
+            refuse_unhonoured(named, chosen)
         if demo:
             run_each([S.synth_stage(named, scale, DEMO_SEED)])
             if results["synth"].status != PASS:
@@ -133,7 +136,8 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
             checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
-        ctx = S.RunContext(ckpt, spec, out, created, tuple(targets) or TARGETS, tuple(archs) or ("sm_90", "sm_100"),
+        refuse_unhonoured(spec, chosen)
+        ctx = S.RunContext(ckpt, spec, out, created, chosen, tuple(archs) or ("sm_90", "sm_100"),
                            gpu, gpus, stands_in_for=check_stand_in(spec, named) if named else None)  # fmt: skip
         stages = [S.spec_stage(ctx), S.coverage_stage(ctx), S.plan_stage(ctx), S.generate_stage(ctx),
                   S.conform_stage(ctx), S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
@@ -147,6 +151,17 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
         report = _finish(out, created, ctx, results, gpu, gpus)
         shown.ended("dashboard", None)
         return report, results
+
+
+def refuse_unhonoured(spec, targets) -> None:
+    """A spec field a target cannot honour stops the run before any stage runs (one line, exit 2), rather than at
+    generate after synth, spec, coverage and plan."""
+    from dayone.adapters.targets.refusals import refusals
+
+    for target in targets:
+        found = refusals(target, spec)
+        if found:
+            raise InputError(f"{found[0]} (refused before any stage ran)")
 
 
 class _Shown:
