@@ -18,6 +18,7 @@ from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
 from dayone.checks.releases import RELEASES
 from dayone.conform import judge, peers
 from dayone.conform.results import LEVELS, Level, MalformedProbeOutput, Run, TargetReport, read_run
+from dayone.core import child
 from dayone.spec.schema import ModelSpec
 
 # Targets judged by an inference engine's own release (Miles and Megatron-Bridge are judged by megatron-core).
@@ -114,7 +115,7 @@ def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, 
            str(checkpoint), "--world-size", str(world), "--out", str(out)]  # fmt: skip
     start = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+        proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         tail = proc.stderr.strip().splitlines()[-1:] if proc.returncode else []
     except subprocess.TimeoutExpired:
         tail = [f"the probe ran past {PROBE_TIMEOUT_S} s"]
@@ -146,7 +147,7 @@ def _forward(python: Path, target: str, site: Path, checkpoint: Path, spec: Mode
                str(checkpoint), "--world-size", str(world), "--dtype", dtype, "--prompts", str(prompts),
                "--out", str(where)]  # fmt: skip
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
+            proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         except subprocess.TimeoutExpired:
             tail = f"the forward probe ran past {PROBE_TIMEOUT_S} s"
