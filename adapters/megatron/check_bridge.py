@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-from dayone.checks.releases import RELEASES
 
 STOOD_IN = "megatron.bridge.models.conversion.model_bridge"
 # Why TransformerEngine is not installed here (tried with pip, December 2026): megatron-bridge 0.3.1 requires
@@ -35,9 +34,8 @@ STOOD_IN = "megatron.bridge.models.conversion.model_bridge"
 # metadata generation (setup.py line 165: InvalidVersion None) on a machine with no CUDA toolkit; it compiles a CUDA
 # extension against nvcc and cuDNN, and its core is the CUDA-13 binary transformer-engine-cu13.
 TE_WHY = (
-    f"which imports transformer_engine: the transformer-engine-torch releases megatron-bridge "
-    f"{RELEASES['megatron-bridge'].version} pins are sdists that build a CUDA extension, and this machine has no "
-    "CUDA toolkit"
+    "which imports transformer_engine: the transformer-engine-torch releases the pinned megatron-bridge asks for "
+    "are sdists that build a CUDA extension, and this machine has no CUDA toolkit"
 )
 
 

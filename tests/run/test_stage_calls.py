@@ -8,6 +8,7 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -87,7 +88,9 @@ def test_compile_stage_leaves_the_process_environment_alone(tiny, tmp_path, monk
     import dayone.kernels.aot
 
     seen = []
-    monkeypatch.setattr(dayone.compile_stage, "specializations_for", lambda spec: [])
+    # one kernel: the stage compiles kernel by kernel (a progress step each), so it must reach the compiler once
+    one = SimpleNamespace(kernel="situ")
+    monkeypatch.setattr(dayone.compile_stage, "specializations_for", lambda spec: [one])
     monkeypatch.setattr(
         dayone.kernels.aot, "compile_specializations", lambda specs, archs, cache: seen.append(os.environ.copy()) or []
     )

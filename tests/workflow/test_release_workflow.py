@@ -119,7 +119,9 @@ def test_pre_release_mode(pre_release):
     assert pre_release_problems(runner, jobs) == [], logs(jobs)
     assert "Pre-release stages" in jobs["stages"].summary
     # The deployed site also plans the tiny spec the run used (a derived spec, not a shipped one).
-    tiny = (runner.pages / "model-kimi-k3-tiny.html").read_text()
+    from dayone.dashboard.names import page_name
+
+    tiny = (runner.pages / page_name("model", "kimi-k3-tiny")).read_text()
     assert "No plan" not in tiny
 
 
@@ -131,8 +133,14 @@ def test_release_files_do_not_depend_on_the_folder_of_the_run(pre_release, readm
     assert {s["stage"]: s["status"] for s in stages}["package"] == "pass", readme_demo.stdout[-2000:]
     workflow = {p.name: p.read_bytes() for p in (runner.artifacts / "release").iterdir()}
     readme = {p.name: p.read_bytes() for p in (readme_demo.out / "stages" / "package" / "dist").iterdir()}
-    assert sorted(workflow) == sorted(readme)
-    assert [n for n in workflow if workflow[n] != readme[n]] == []
+    # The README's run conforms in the engines and ships that evidence (its reports, the card's conformance table,
+    # SHA256SUMS over them); the workflow skips conform. Everything else is the same bytes.
+    conform = {n for n in readme if "-report-conform-" in n}
+    assert conform and not conform & set(workflow)
+    differs = {"kimi-k3-tiny-model-card.md", "SHA256SUMS"}
+    assert sorted(workflow) == sorted(set(readme) - conform)
+    assert [n for n in workflow if n not in differs and workflow[n] != readme[n]] == []
+    assert "## Conformance in the engines" in readme["kimi-k3-tiny-model-card.md"].decode()
     card = workflow["kimi-k3-tiny-model-card.md"].decode()
     assert str(readme_demo.clone) not in card and "/tmp" not in card and "content sha256:" in card
 
