@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
+from dayone.checkpoint.reader import open_local
 from dayone.checks.releases import RELEASES
 from dayone.conform import judge, peers
+from dayone.conform.forward import References, engine_prompts, judge_forward
 from dayone.conform.results import LEVELS, Level, MalformedProbeOutput, Run, TargetReport, read_run
 from dayone.core import child
 from dayone.spec.schema import ModelSpec
@@ -68,7 +70,7 @@ def conform_target(
             for run in failed.runs:
                 run.levels["discovered"] = _level("fail", reason)
             return failed
-        table = None
+        table = references = None
         for world in world_sizes:
             out = (keep or scratch) / f"{target}-ws{world}"
             run = _probe(python, target, site, checkpoint, world, out)
@@ -86,7 +88,8 @@ def conform_target(
                     run.levels["forward"] = _level("not run", loaded.detail)
                 else:
                     dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
-                    run.levels["forward"] = _forward(python, target, site, checkpoint, spec, world, out, dtypes)
+                    references = references or References(open_local(Path(checkpoint)), spec)
+                    run.levels["forward"] = _forward(python, target, site, checkpoint, references, world, out, dtypes)
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
                                          tmp: "<scratch>", str(keep or tmp): "<out>"})  # fmt: skip
@@ -130,16 +133,12 @@ def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, 
     return run
 
 
-def _forward(python: Path, target: str, site: Path, checkpoint: Path, spec: ModelSpec, world: int, out: Path,
+def _forward(python: Path, target: str, site: Path, checkpoint: Path, references: References, world: int, out: Path,
              dtypes: tuple[str, ...]) -> Level:  # fmt: skip
     """The engine's own generation (its forward probe, a fresh process per dtype) judged against the reference tier
     (fp32: the fp32 rows; bf16: against the noise floor)."""
-    from dayone.checkpoint.reader import open_local
-    from dayone.conform.forward import engine_prompts, judge_forward
-
     prompts = out / "prompts.json"
-    prompts.write_text(json.dumps(engine_prompts(spec.vocab_size)))
-    opened = open_local(Path(checkpoint))
+    prompts.write_text(json.dumps(engine_prompts(references.spec.vocab_size)))
     levels = []
     for dtype in dtypes:
         where = out / f"forward-{dtype}"
@@ -154,7 +153,7 @@ def _forward(python: Path, target: str, site: Path, checkpoint: Path, spec: Mode
         result_file = where / "forward.json"
         if not result_file.is_file():
             return _level("fail", f"{dtype}: the {target} forward probe wrote no forward.json: {tail}")
-        level = judge_forward(json.loads(result_file.read_text()), opened, spec, dtype, where / "layers.safetensors")
+        level = judge_forward(json.loads(result_file.read_text()), references, dtype, where / "layers.safetensors")
         levels.append((dtype, level))
     return _combined(levels)
 
@@ -175,8 +174,6 @@ def _probe_failed(target: str, world: int, reason: str) -> Run:
 
 
 def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run) -> Level:
-    from dayone.checkpoint.reader import open_local
-
     tensors = _Tensors(open_local(Path(checkpoint)))
     problems: list[str] = []
     for rank in range(world):

@@ -1,15 +1,14 @@
 """Conformance level "forward": the engine's greedy generation judged against dayone's reference tier.
 
-    prompts = engine_prompts(spec.vocab_size)              # written for the engine's probe
-    level = judge_forward(result, checkpoint, spec, dtype)  # result: the probe's forward.json
+    prompts = engine_prompts(spec.vocab_size)                      # written for the engine's probe
+    level = judge_forward(result, References(checkpoint, spec), dtype, layers)  # result: the probe's forward.json
 
 The engine generates greedily from a few prompts of different lengths, returning the log-prob of every prompt token
 (teacher forcing) and of every token it chose. The reference tier runs each finished sequence (prompt and
 completion) in fp32 and gives its log-probs at the same positions. Judged:
 - fp32 engine: every generated token is the reference's argmax after the engine's own prefix (identical greedy
   tokens), and every log-prob is within the fp32_logprob row (1e-4) of the reference's.
-- bf16 engine: the mean |log-prob diff| and the greedy tokens that are not the reference's argmax by more than a
-  near-tie (NEAR_TIE) are judged like validate's un-replayed
+- bf16 engine: the mean |log-prob diff| is judged like validate's un-replayed
   figures: within max(table bound, k x the noise floor), the floor being the reference tier's arithmetic in bf16 on
   the same sequences (dayone.validate.floor).
 When the level fails and the engine recorded its decoder layers' outputs (the first step's prefill), the report names
@@ -27,15 +26,15 @@ from dayone.checkpoint.reader import Checkpoint
 from dayone.conform.results import Level
 from dayone.core.numerics import TOLERANCES, compare
 from dayone.spec.schema import ModelSpec
+from dayone.validate.floor import FLOOR_K, FLOOR_TIER
 
 PROMPT_LENGTHS = (5, 12, 9)  # one more than the engine runs at once: the last is prefilled while others decode
 MAX_TOKENS = (6, 3, 5)
 PROMPT_SEED = 20261203
 FP32_ROW = "fp32_logprob"
-# bf16 greedy tokens are judged where the reference prefers its own choice by more than this (nats): the largest
-# log-prob gap between two bf16 stacks Miles' K3 prune measured (the bf16_logprob_max row). Within it, bf16 rounding
-# alone can pick the other token (a router near-tie upstream, seen in SGLang's Kimi Linear run): such flips are
-# counted and shown, not judged. fp32 judges every greedy token.
+# A bf16 greedy flip where the reference prefers its own token by at most this (nats: the largest log-prob gap
+# between two bf16 stacks Miles' K3 prune measured, the bf16_logprob_max row) is a near-tie that bf16 rounding alone
+# can flip (a router near-tie upstream, seen in SGLang's Kimi Linear run); the report counts the two kinds apart.
 NEAR_TIE = TOLERANCES["bf16_logprob_max"].max_abs
 
 
@@ -54,6 +53,21 @@ class ReferenceRun:
 
     logprobs: torch.Tensor
     layers: dict[int, torch.Tensor]
+
+
+class References:
+    """The reference tier's runs of finished sequences on one checkpoint, each (tier, sequences) computed once: the
+    engine's fp32 runs at every world size usually finish the same sequences, and each would rerun every layer."""
+
+    def __init__(self, checkpoint: Checkpoint, spec: ModelSpec) -> None:
+        self.checkpoint, self.spec = checkpoint, spec
+        self._runs: dict[tuple, list[ReferenceRun]] = {}
+
+    def runs(self, sequences: list[list[int]], tier="reference") -> list[ReferenceRun]:
+        key = (str(tier), tuple(map(tuple, sequences)))
+        if key not in self._runs:
+            self._runs[key] = reference_runs(self.checkpoint, self.spec, sequences, tier)
+        return self._runs[key]
 
 
 def reference_runs(checkpoint: Checkpoint, spec: ModelSpec, sequences: list[list[int]], tier="reference"):
@@ -112,7 +126,7 @@ def _figures(sequences, prompt_lengths, candidate, choices, runs: list[Reference
     }
 
 
-def judge_forward(result: dict, checkpoint: Checkpoint, spec: ModelSpec, dtype: str, layers: Path | None) -> Level:
+def judge_forward(result: dict, references: References, dtype: str, layers: Path | None) -> Level:
     """The forward level from the probe's forward.json (`result`) and its layers.safetensors (`layers`)."""
     if result.get("status") != "ran":
         return Level(status="fail", detail=result.get("detail") or "the engine did not generate")
@@ -120,7 +134,7 @@ def judge_forward(result: dict, checkpoint: Checkpoint, spec: ModelSpec, dtype: 
     sequences = [r["prompt"] + r["output"] for r in requests]
     prompt_lengths = [len(r["prompt"]) for r in requests]
     engine = [r["prompt_logprobs"][1:] + r["output_logprobs"] for r in requests]
-    runs = reference_runs(checkpoint, spec, sequences)
+    runs = references.runs(sequences)
     figures = _figures(sequences, prompt_lengths, engine, None, runs) | _speed(result)
     if not result["engine"].get("prefix_caching"):
         figures["prefix_caching"] = result["engine"].get("prefix_caching_reason", "off")
@@ -132,7 +146,7 @@ def judge_forward(result: dict, checkpoint: Checkpoint, spec: ModelSpec, dtype: 
             f"tokens the reference's, log-prob max abs {figures['logprob_max_abs']:.2e} (bound {bound:g})"
         )
     else:
-        floor_runs = reference_runs(checkpoint, spec, sequences, tier=_floor_tier())
+        floor_runs = references.runs(sequences, tier=FLOOR_TIER)
         floor_lp = [_chosen(run, seq) for run, seq in zip(floor_runs, sequences, strict=True)]
         floor = _figures(sequences, prompt_lengths, floor_lp, [r.logprobs[:-1].argmax(-1) for r in floor_runs], runs)
         passed, verdict = _bf16_verdict(figures, floor)
@@ -148,31 +162,21 @@ def judge_forward(result: dict, checkpoint: Checkpoint, spec: ModelSpec, dtype: 
     return Level(status="pass" if passed else "fail", detail=detail, figures=figures)
 
 
-def _floor_tier():
-    from dayone.validate.floor import FLOOR_TIER
-
-    return FLOOR_TIER
-
-
 def _bf16_verdict(figures: dict, floor: dict) -> tuple[bool, str]:
-    """validate's un-replayed rule on the two figures an engine gives: within max(table bound, k x floor)."""
-    from dayone.validate.floor import FLOOR_K
-
-    checks = {
-        "logprob_mean_abs": (figures["logprob_mean_abs"], floor["logprob_mean_abs"], "bf16_logprob_mean"),
-        "greedy_disagreement_beyond_near_ties": (
-            figures["greedy_disagreement_beyond_near_ties"] / max(figures["greedy_tokens"], 1),
-            floor["greedy_disagreement_beyond_near_ties"] / max(floor["greedy_tokens"], 1),
-            "bf16_top1_disagreement",
-        ),
-    }
-    passed, parts = True, []
-    for name, (value, floor_value, row) in checks.items():
-        bound = max(TOLERANCES[row].max_abs, FLOOR_K * floor_value)
-        figures[f"{name}_floor"] = floor_value
-        passed &= value <= bound
-        parts.append(f"{name} {value:.3g} (bound {bound:.3g}, floor {floor_value:.3g})")
-    return passed, "bf16 against the noise floor: " + ", ".join(parts)
+    """validate's un-replayed rule on the mean |log-prob diff|: within max(table bound, k x the floor's). Greedy
+    flips are shown beside it, not judged: over a dozen generated tokens a count cannot tell one bf16 near-tie flip
+    (which the engine's thread count alone changes from run to run) from a defect, and the fp32 run judges every
+    token exactly."""
+    value, floor_value = figures["logprob_mean_abs"], floor["logprob_mean_abs"]
+    bound = max(TOLERANCES["bf16_logprob_mean"].max_abs, FLOOR_K * floor_value)
+    figures["logprob_mean_abs_floor"] = floor_value
+    figures["greedy_disagreement_floor"] = floor["greedy_disagreement"]
+    flips = f"{figures['greedy_disagreement']}/{figures['greedy_tokens']} greedy tokens not the reference's"
+    near = figures["greedy_disagreement"] - figures["greedy_disagreement_beyond_near_ties"]
+    return value <= bound, (
+        f"bf16 against the noise floor: logprob_mean_abs {value:.3g} (bound {bound:.3g}, floor {floor_value:.3g}); "
+        f"{flips} ({near} within a near-tie; floor {floor['greedy_disagreement']}), shown, not judged"
+    )
 
 
 def _speed(result: dict) -> dict:
