@@ -1,0 +1,102 @@
+"""Chunked KDA for training on a GPU: the Triton forward (chunk.py) and the Triton backward (chunk_backward.py) tied by
+one torch.autograd.Function.
+
+What runs where:
+- torch autograd, around the Function: the preprocessing (`reference.prepare_inputs`: L2 norm and scale of q, k,
+  the gate's activation from A_log / dt_bias, beta's sigmoid), elementwise work whose gradients autograd gives
+  exactly and cheaply.
+- forward: chunk.py's two kernels on the prepared inputs (gate "none", no in-kernel norm or sigmoid, scale 1).
+- backward: the chunk-local WY / UT-transform of every chunk recomputed in torch (torch_chunk.py's `intra_chunk`,
+  all chunks at once, no loop over chunks), the recurrence over chunks in Triton both ways (the states recomputed,
+  then the state gradient walked back, with the gradients through the states), and the chunk-local part
+  differentiated by autograd from those gradients.
+The readable reference of the whole is torch_chunk_autograd.py (the same algorithm, differentiated by autograd), the
+CPU training path; tests/kernels/test_kda_triton_backward.py checks this one in the interpreter against autograd of
+the fp64 per-token recurrence.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from dayone.kernels.kda.chunk import CHUNK, chunk_kda_triton
+from dayone.kernels.kda.chunk_backward import chunk_backward_triton
+from dayone.kernels.kda.reference import prepare_inputs
+from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
+
+
+def chunk_local(qc, kc, vc, gc, bc):
+    """The WY intermediates of every chunk (torch_chunk.py's formulas), differentiable.
+
+    qc, kc, gc: [C, H, BT, K]; vc: [C, H, BT, V]; bc: [C, H, BT]. Returns qg, kg, w [C, H, BT, K], u [C, H, BT, V],
+    Aqk [C, H, BT, BT] and gl [C, H, K] (the decay over the whole chunk)."""
+    K = qc.shape[-1]
+    Akk, Aqk = intra_chunk(qc, kc, gc, bc)
+    eG = decay(gc.cumsum(2))
+    eye = torch.eye(CHUNK, device=qc.device)
+    inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
+    wu = inverse @ (bc[..., None] * torch.cat([kc * eG, vc], -1))
+    return qc * eG, kc * decay(suffix_sum(gc, 2)), wu[..., :K], wu[..., K:], Aqk, eG[:, :, -1]
+
+
+class ChunkKDAFunction(torch.autograd.Function):
+    """(qn, kn, v, log_decay, beta, h0) -> (o, final state), inputs already prepared (`prepare_inputs`).
+
+    qn, kn, log_decay: [B, T, H, K] fp32; v: [B, T, H, V]; beta: [B, T, H] fp32; h0: [N, H, K, V] or None;
+    bounds: the N + 1 sequence boundaries in the flattened B * T tokens; cu_seqlens: as given to chunk_kda.
+    o: [B, T, H, V] in v's dtype; final state: [N, H, K, V] fp32.
+    """
+
+    @staticmethod
+    def forward(ctx, qn, kn, v, log_decay, beta, h0, bounds, cu_seqlens):
+        o, final = chunk_kda_triton(
+            qn, kn, v, log_decay, beta, None, None, "none", 0.0, 1.0, h0, True, cu_seqlens, False, False
+        )
+        ctx.save_for_backward(qn, kn, v, log_decay, beta, h0)
+        ctx.bounds = bounds
+        return o, final
+
+    @staticmethod
+    def backward(ctx, do, dfinal):
+        qn, kn, v, log_decay, beta, h0 = ctx.saved_tensors
+        B, T, H = qn.shape[:3]
+        rows, first, counts = chunk_index(list(ctx.bounds), pad=B * T)
+        rows = rows.to(qn.device)
+
+        def chunks(x):  # [B, T, H(, D)] -> [C, H, BT, D], padding rows zero (no input, no decay)
+            x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
+            return torch.cat([x, x.new_zeros(1, *x.shape[1:])])[rows].movedim(2, 1)
+
+        leaves = [x.detach().float().requires_grad_() for x in (qn, kn, v, log_decay, beta)]
+        with torch.enable_grad():
+            qc, kc, vc, gc, bc = (chunks(x) for x in leaves)
+            local = chunk_local(qc, kc, vc, gc, bc[..., 0])
+        offsets = torch.tensor([*first, first[-1] + counts[-1]] if counts else [0], dtype=torch.int32)
+        grads = chunk_backward_triton(
+            *(x.detach().contiguous() for x in local), chunks(do.float()).contiguous(), None if h0 is None else h0.float().contiguous(),
+            None if dfinal is None else dfinal.float().contiguous(), offsets.to(qn.device),
+            ieee=v.dtype == torch.float32,
+        )  # fmt: skip
+        dqn, dkn, dv, dg, dbeta = torch.autograd.grad(local, leaves, grads[:6])
+        dh0 = None if h0 is None else grads[6].to(h0.dtype)
+        return dqn, dkn, dv.to(v.dtype), dg, dbeta, dh0, None, None
+
+
+def chunk_kda_triton_autograd(
+    q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, initial_state, output_final_state,
+    cu_seqlens, use_qk_l2norm, beta_logits,
+):  # fmt: skip
+    """Arguments and results as in `dayone.kernels.kda.chunk_kda` (o in v's dtype, final state fp32), differentiable
+    in every tensor argument (q, k, v, g, beta, A_log, dt_bias, initial_state)."""
+    B, T = q.shape[:2]
+    if cu_seqlens is not None and B != 1:
+        raise ValueError(f"packed sequences (cu_seqlens) need B = 1, got q of shape {tuple(q.shape)}")
+    qn, kn, log_decay, b = prepare_inputs(
+        q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
+    )
+    bounds = tuple(n * T for n in range(B + 1)) if cu_seqlens is None else tuple(int(x) for x in cu_seqlens.tolist())
+    if any(a > b for a, b in itertools.pairwise(bounds)):
+        raise ValueError(f"cu_seqlens must not decrease, got {list(bounds)}")
+    o, final = ChunkKDAFunction.apply(qn, kn, v, log_decay, b, initial_state, bounds, cu_seqlens)
+    return o, (final if output_final_state else None)

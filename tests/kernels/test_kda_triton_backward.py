@@ -1,0 +1,132 @@
+"""The Triton chunked KDA under autograd (`chunk_kda_triton_autograd`: chunk.py forward, chunk_backward.py backward)
+in the interpreter, against autograd of the token-by-token recurrence in fp64, with K3's safe gate and its output
+gate (per-head RMSNorm times sigmoid(gate)).
+
+The fp64 truth is the preprocessing written from the formulas and `reference.recurrence`, the readable per-token
+loop, run in fp64. The path under test computes in fp32, so each gradient is compared per tensor as max |error| / max |truth| within
+GRAD_TOLERANCE (measured 7e-8 to 1e-6 per tensor at these shapes; the torch chunked path has 1e-7 to 4e-6; a wrong
+term, e.g. the decay of a whole chunk dropped from the state gradient, is 1e-2 or more).
+Shapes: packed sequences of 1, 149 (three chunks, a ragged tail of 21) and 10 tokens and an empty one, each from
+its own initial state; head dims 16 and a non-power-of-two pair, K = 48 (tile 64) with V = 96 (two V blocks of 64,
+the second hanging over V), so the per-V-block partial sums are exercised.
+"""
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from dayone.kernels.kda import autograd as triton_autograd
+from dayone.kernels.kda.autograd import chunk_kda_triton_autograd
+from dayone.kernels.kda.reference import recurrence
+from dayone.kernels.kda.torch_chunk_autograd import chunk_kda_autograd
+
+H = 2
+GRAD_TOLERANCE = 1e-5  # max |grad - grad64| / max |grad64|, per tensor
+OUT_TOLERANCE = 1e-5  # max |out - out64| (outputs and final states are O(1))
+LOWER_BOUND = -5.0
+NORM_EPS = 1e-5
+CU_SEQLENS = [0, 1, 150, 160, 160]
+
+
+def inputs(K, V, seed=0, T=CU_SEQLENS[-1]):
+    gen = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, s=1.0):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * s).float().requires_grad_()
+
+    return {
+        "q": randn(1, T, H, K), "k": randn(1, T, H, K), "v": randn(1, T, H, V), "g": randn(1, T, H, K),
+        "beta": randn(1, T, H), "A_log": randn(H, s=0.5), "dt_bias": randn(H * K),
+        "gate": randn(1, T, H, V), "weight": randn(V, s=0.3), "h0": randn(len(CU_SEQLENS) - 1, H, K, V, s=0.1),
+    }  # fmt: skip
+
+
+def truth64(x):
+    """fp64 autograd truth: preprocessing from the formulas, the per-token recurrence, the output gate."""
+    K = x["q"].shape[-1]
+    q, k, v, g, beta = (x[n].double() for n in ("q", "k", "v", "g", "beta"))
+    qn = q / torch.sqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6) * K**-0.5
+    kn = k / torch.sqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
+    a = x["A_log"].double().exp().view(H, 1)
+    log_decay = LOWER_BOUND * torch.sigmoid(a * (g + x["dt_bias"].double().view(H, K)))
+    b = torch.sigmoid(beta)
+    outs, finals = [], []
+    for n, (bos, eos) in enumerate(itertools.pairwise(CU_SEQLENS)):
+        o, S = recurrence(qn[0, bos:eos], kn[0, bos:eos], v[0, bos:eos], log_decay[0, bos:eos], b[0, bos:eos],
+                          x["h0"][n].double())  # fmt: skip
+        outs.append(o)
+        finals.append(S)
+    o = torch.cat(outs)[None]
+    gated = o / torch.sqrt(o.pow(2).mean(-1, keepdim=True) + NORM_EPS) * x["weight"].double()
+    return gated * torch.sigmoid(x["gate"].double()), torch.stack(finals)
+
+
+def under_test(x):
+    V = x["v"].shape[-1]
+    o, final = chunk_kda_triton_autograd(
+        x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"], x["dt_bias"], "safe", LOWER_BOUND, None, x["h0"], True,
+        torch.tensor(CU_SEQLENS), True, True,
+    )  # fmt: skip
+    return F.rms_norm(o, (V,), x["weight"], NORM_EPS) * torch.sigmoid(x["gate"]), final
+
+
+def grads(x, out, final, seed=3):
+    """Gradients of a loss that weighs every output and state element differently (a sum would hide a permutation)."""
+    gen = torch.Generator().manual_seed(seed)
+    wo = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    ws = torch.randn(final.shape, generator=gen, dtype=torch.float64)
+    loss = (out.double() * wo).sum() + (final.double() * ws).sum()
+    return dict(zip(x, torch.autograd.grad(loss, list(x.values()))))
+
+
+def relative_errors(x) -> dict[str, float]:
+    """Per tensor max |grad - grad64| / max |grad64|, after checking the forward against the truth."""
+    x64 = {n: t.detach().double().requires_grad_() for n, t in x.items()}
+    out64, final64 = truth64(x64)
+    want = grads(x64, out64, final64)
+    out, final = under_test(x)
+    assert (out.double() - out64).abs().max() < OUT_TOLERANCE
+    assert (final.double() - final64).abs().max() < OUT_TOLERANCE
+    got = grads(x, out, final)
+    return {n: float((got[n].double() - want[n]).abs().max() / want[n].abs().max()) for n in x}
+
+
+@pytest.mark.parametrize("K, V", [(16, 16), (48, 96)])
+def test_gradients_match_fp64_recurrence(K, V):
+    errors = relative_errors(inputs(K, V))
+    assert max(errors.values()) < GRAD_TOLERANCE, errors
+
+
+def test_a_planted_wrong_gradient_is_caught(monkeypatch):
+    """The comparison can fail: the backward kernel's gradient of the chunk decay dropped (as if the state's decay
+    over a chunk were a constant) breaks the bound on the gate's inputs."""
+    real = triton_autograd.chunk_backward_triton
+
+    def without_chunk_decay_gradient(*args, **kwargs):
+        dqg, dkg, dw, du, dAqk, dgl, dh0 = real(*args, **kwargs)
+        return dqg, dkg, dw, du, dAqk, torch.zeros_like(dgl), dh0
+
+    monkeypatch.setattr(triton_autograd, "chunk_backward_triton", without_chunk_decay_gradient)
+    errors = relative_errors(inputs(16, 16))
+    assert errors["A_log"] > 1e-2 and errors["g"] > 1e-2, errors
+
+
+def test_megatron_call_shape_matches_the_cpu_training_path():
+    """As the Megatron layer calls it (B = 2 rows, no packing, no initial state, no final state): the gradients of
+    the CPU training path (torch_chunk_autograd), to fp32 rounding."""
+    gen = torch.Generator().manual_seed(9)
+    K = V = 16
+    shapes = {"q": (2, 70, H, K), "k": (2, 70, H, K), "v": (2, 70, H, V), "g": (2, 70, H, K), "beta": (2, 70, H),
+              "A_log": (H,), "dt_bias": (H * K,)}  # fmt: skip
+    x = {n: torch.randn(*s, generator=gen).requires_grad_() for n, s in shapes.items()}
+    w = torch.randn(2, 70, H, V, generator=gen)
+    results = []
+    for run in (chunk_kda_triton_autograd, chunk_kda_autograd):
+        o, final = run(*x.values(), "safe", LOWER_BOUND, None, None, False, None, True, True)
+        assert final is None
+        results.append((o, torch.autograd.grad((o * w).sum(), list(x.values()))))
+    (o, got), (o_cpu, want) = results
+    assert (o - o_cpu).abs().max() < 1e-5
+    for name, a, b in zip(x, got, want):
+        assert float((a - b).abs().max() / b.abs().max()) < GRAD_TOLERANCE, name
