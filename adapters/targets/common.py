@@ -102,6 +102,17 @@ def snake(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name).strip("_")
 
 
+def known_ancestor(spec: ModelSpec, known) -> str | None:
+    """The nearest model type in `spec`'s conventions lineage that an engine knows (`known`: its model types), when
+    the spec's own model type is not one of them: the family whose config class and hooks a new member borrows."""
+    from dayone.spec.family import lineage
+
+    types = lineage(spec.hf.model_type, spec.conventions)
+    if types[0] in known:
+        return None
+    return next((t for t in types if t in known), None)
+
+
 def package_name(spec: ModelSpec, target: str) -> str:
     return f"dayone_{snake(spec.name)}_{snake(target)}"
 

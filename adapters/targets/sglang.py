@@ -12,6 +12,8 @@ checkpoint's architecture, with `EntryClass`, a table-walking `load_weights` and
 
 from __future__ import annotations
 
+import re
+
 from dayone.adapters.targets import common
 from dayone.adapters.targets.refusals import sglang_refusals
 from dayone.adapters.weightmap import build_weight_map
@@ -21,6 +23,19 @@ from dayone.spec.schema import ModelSpec
 
 TARGET = "sglang"
 RELEASE = RELEASES[TARGET].version
+# The model types SGLang's own code knows, with the architecture its model config derives the attention layout for
+# (sglang/srt/configs/model_config.py: _derive_model_shapes lists architectures by name).
+SGLANG_FAMILIES = {"kimi_k3": "KimiK3ForConditionalGeneration", "kimi_linear": "KimiLinearForCausalLM"}
+
+
+def family(spec: ModelSpec) -> dict | None:
+    """For a model type SGLang does not know whose conventions extend one it does: what register() maps it to."""
+    known = common.known_ancestor(spec, SGLANG_FAMILIES)
+    if known is None:
+        return None
+    # transformers' AutoConfig keys its lazy mappings on the class name: the new config class gets its own.
+    config_class = re.sub(r"For[A-Za-z]+$", "", spec.hf.architecture) + "Config"
+    return {"model_type": known, "architecture": SGLANG_FAMILIES[known], "config_class": config_class}
 
 
 def files(spec: ModelSpec) -> dict[str, str]:
@@ -31,12 +46,15 @@ def files(spec: ModelSpec) -> dict[str, str]:
     wm = build_weight_map(spec, "inference", mxfp4="packed")
     what = f"SGLang {RELEASE} external model package"
     context = common.engine_context(spec, package, what, RELEASE, (d.kind for d in wm.DERIVED))
+    context["family"] = family(spec)
+    # A family member registers itself as an SGLang general plugin, which SGLang loads first in every process.
+    plugins = {"sglang.srt.plugins": {package: f"{package}:register"}} if context["family"] else {}
     out = {
         f"{package}/__init__.py": common.render("sglang/init.py.j2", **context),
         f"{package}/model.py": common.render("sglang/model.py.j2", **context),
         f"{package}/cpu.py": common.render("sglang/cpu.py.j2", **context),
         f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
-        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points={}),
+        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points=plugins),
     }
     for name in common.SHIPPED:
         out[f"{package}/{name}"] = common.shipped_source(name, spec)

@@ -29,12 +29,7 @@ VLLM_FAMILIES = {"kimi_k3": "KimiK3ForConditionalGeneration", "kimi_linear": "Ki
 
 def family(spec: ModelSpec) -> dict | None:
     """For a model type vLLM does not know whose conventions extend one it does: what register() maps it to."""
-    from dayone.spec.family import lineage
-
-    types = lineage(spec.hf.model_type, spec.conventions)
-    if types[0] in VLLM_FAMILIES:
-        return None
-    known = next((t for t in types if t in VLLM_FAMILIES), None)
+    known = common.known_ancestor(spec, VLLM_FAMILIES)
     return {"model_type": known, "architecture": VLLM_FAMILIES[known]} if known else None
 
 

@@ -28,6 +28,13 @@ SHORT_YARN_MLA = {
                                                               "original_max_position_embeddings": 16}}},
 }  # fmt: skip
 
+# A new model type of the K3 family by data alone: its own model_type and architecture, conventions extending kimi_k3.
+NEW_MODEL_TYPE = {
+    "name": "kimi-k4x",
+    "hf": {"model_type": "kimi_k4x", "architecture": "KimiK4xForConditionalGeneration"},
+    "conventions": {"extends": "kimi_k3"},
+}
+
 # 4 layers keep every layer kind of both shipped specs (KDA, MLA, the dense prefix and MoE).
 LAYERS = 4
 

@@ -5,9 +5,11 @@ through SGLang itself once (levels a-d at world size 1, a job of the session's p
 from __future__ import annotations
 
 import pytest
-from conform_fixtures import SHORT_YARN_MLA, YARN_ROPE
-from dayone.adapters.targets import sglang
+from conform_fixtures import NEW_MODEL_TYPE, SHORT_YARN_MLA, YARN_ROPE
+from dayone.adapters.targets import common, sglang
+from dayone.conform.driver import conform_target
 from dayone.core.errors import InputError
+from dayone.synth.write import write_synthetic
 from test_sglang_probe import COMBINED_VARIANT, PLAIN_ROPE, judge, sglang_batch, variant
 
 
@@ -98,3 +100,28 @@ def _covered() -> list[bool]:
         return all(within(v, big.get(k, {})) if isinstance(v, dict) else big.get(k) == v for k, v in small.items())
 
     return [within(changes, COMBINED_VARIANT) for changes, _ in HONOURED.values()]
+
+
+def test_a_new_model_type_registers_as_an_sglang_plugin():
+    files = sglang.files(variant(NEW_MODEL_TYPE))
+    init = next(text for path, text in files.items() if path.endswith("/__init__.py"))
+    assert '[project.entry-points."sglang.srt.plugins"]' in files["pyproject.toml"]
+    assert 'MODEL_TYPE = "kimi_k4x"' in init and 'FAMILY_MODEL_TYPE = "kimi_k3"' in init
+    assert 'FAMILY_ARCHITECTURE = "KimiK3ForConditionalGeneration"' in init and '"KimiK4xConfig"' in init
+    shipped = sglang.files(variant({}))
+    assert "sglang.srt.plugins" not in shipped["pyproject.toml"]  # SGLang knows kimi_k3 itself
+
+
+def test_a_new_model_type_goes_through_every_level_in_sglang(tmp_path):
+    """Without the plugin SGLang's config parser refuses config.json's unknown model_type at "accepted", and its
+    model config takes an unknown architecture for multi-head attention (no MLA cache)."""
+    spec = variant(NEW_MODEL_TYPE)
+    write_synthetic(spec, tmp_path / "checkpoint", seed=3, num_shards=1)
+    common.write_tree(tmp_path / "gen", sglang.files(spec))
+    report = conform_target(
+        "sglang", tmp_path / "gen", tmp_path / "checkpoint", spec, (1,), forward_dtypes=("float32",)
+    )
+    (run,) = report.runs
+    for level, entry in run.levels.items():
+        assert entry.status == "pass", f"{level}: {entry.detail}"
+    assert run.facts["use_mla"] and run.facts["kda"]

@@ -5,7 +5,7 @@ itself (one probe run at world size 1)."""
 from __future__ import annotations
 
 import pytest
-from conform_fixtures import SHORT_YARN_MLA, YARN_ROPE, prepare, tiny
+from conform_fixtures import NEW_MODEL_TYPE, SHORT_YARN_MLA, YARN_ROPE, prepare, tiny
 from dayone.adapters.targets import vllm
 from dayone.conform.driver import conform_target
 from dayone.core.errors import InputError
@@ -96,14 +96,6 @@ def test_honoured_variants_together_conform_in_vllm(tmp_path):
     (run,) = conform_target("vllm", adapter, checkpoint, spec, (1,), forward_dtypes=("float32",)).runs
     for level, entry in run.levels.items():  # forward too: the CPU paths honour every field (routing.py's groups)
         assert entry.status == "pass", f"{level}: {entry.detail}"
-
-
-# A new model type of the K3 family by data alone: its own model_type and architecture, conventions extending kimi_k3.
-NEW_MODEL_TYPE = {
-    "name": "kimi-k4x",
-    "hf": {"model_type": "kimi_k4x", "architecture": "KimiK4xForConditionalGeneration"},
-    "conventions": {"extends": "kimi_k3"},
-}
 
 
 def test_a_new_model_type_registers_its_family_config():

@@ -228,6 +228,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prom
     result: dict = {"status": "fail", "what": WHAT}
     try:
         probe.import_rotary_with_cpu_engine()
+        probe.load_plugins()
         result["detail"], model, config = _levels_up_to_loaded(probe, verdict, package, ckpt, rank, world, port, dtype)
         if model is not None:
             engine = Engine(model, config, json.loads(Path(prompts).read_text()))

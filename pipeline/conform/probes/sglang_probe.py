@@ -193,6 +193,14 @@ def init_parallel(rank: int, world: int, port: int) -> None:
     parallel_state.initialize_model_parallel()
 
 
+def load_plugins() -> None:
+    """SGLang's general plugins (entry point group sglang.srt.plugins), loaded as SGLang's Engine and scheduler load
+    them, first in the process: a generated adapter for a new model type registers its config class there."""
+    from sglang.srt.plugins import load_plugins as load
+
+    load()
+
+
 def import_rotary_with_cpu_engine() -> None:
     """Import sglang.srt.layers.rotary_embedding with SGLang's CPU engine switch on, and only that package: its
     classes decide at import whether to take vllm._custom_ops' rotary kernel (is_cpu() false) or their own torch
@@ -444,6 +452,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
     level = "discovered"
     try:
         import_rotary_with_cpu_engine()  # before the registry imports the adapter (done by warm() when forked)
+        load_plugins()
         if discover(verdict, package, architectures(ckpt)) is not None:
             level = "accepted"
             accepted = accept(verdict, ckpt, rank, world)
