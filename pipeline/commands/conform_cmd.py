@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json
+from dayone.present import console, emit_json, on_a_terminal, set_step_sink, shown
 
 if TYPE_CHECKING:
     from dayone.conform.results import TargetReport
@@ -40,7 +40,13 @@ def conform(adapters, checkpoint, targets, world_sizes, spec_arg, out_file, as_j
     if not adapters.is_dir():
         raise InputError(f"{adapters}: not a folder (the output folder of integrate generate)")
     spec = spec_for_checkpoint(open_local(checkpoint), spec_arg)
-    reports = conform_all(adapters, checkpoint, spec, tuple(dict.fromkeys(world_sizes)), targets or None)
+    sizes = tuple(dict.fromkeys(world_sizes))
+    if on_a_terminal() and not as_json:  # rich's spinner shows the level; off a terminal a line per level
+        with console.status("conform: starting") as status:
+            set_step_sink(lambda text: status.update(shown(text)))
+            reports = conform_all(adapters, checkpoint, spec, sizes, targets or None)
+    else:
+        reports = conform_all(adapters, checkpoint, spec, sizes, targets or None)
     if not reports:
         raise InputError(f"{adapters}: holds no generated sglang/ or vllm/ adapter (run integrate generate first)")
     # ok: no level failed and every target ran (a target whose peer is absent ran nothing: never ok)
@@ -66,7 +72,7 @@ def _print(reports: list[TargetReport]) -> None:
             console.print(f"  world size {run.world_size}")
             for level, entry in run.levels.items():
                 status = entry.status
-                console.print(f"    [{colour[status]}]{status:8}[/] {level:10} {entry.detail}", highlight=False)
+                console.print(f"    [{colour[status]}]{status:8}[/] {level:10} {shown(entry.detail)}", highlight=False)
 
 
 COMMAND = conform

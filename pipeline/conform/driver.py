@@ -3,7 +3,8 @@
     report = conform_target("vllm", adapter_folder, checkpoint, spec, world_sizes=(1, 2))
 The report is a TargetReport (dayone.conform.results; conform.json's content once written): its runs are the probe's
 levels.json per world size, read and validated here, with "loaded" filled by the judge. A level that could not run
-is "not run" with its reason, never "pass".
+is "not run" with its reason, never "pass". As it goes it reports each step (dayone.present.step: a timestamped line
+off a terminal): the install, each world size's probe and forward as they start, each level as it is judged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dayone.conform import judge, peers
 from dayone.conform.forward import References, engine_prompts, judge_forward
 from dayone.conform.results import LEVELS, Level, MalformedProbeOutput, Run, TargetReport, read_run
 from dayone.core import child
+from dayone.present import step
 from dayone.spec.schema import ModelSpec
 
 # Targets judged by an inference engine's own release (Miles and Megatron-Bridge are judged by megatron-core).
@@ -28,6 +30,7 @@ ENGINE_TARGETS = ("sglang", "vllm")
 PROBE_TIMEOUT_S = 900
 FORWARD_DTYPES = ("float32", "bfloat16")
 NO_LAYOUT = "the checkpoint's weights have no layout at world size"
+PROBED = LEVELS[: LEVELS.index("loaded") + 1]  # what one probe process reaches: discovered ... loaded
 
 
 def _level(status: str, detail: str) -> Level:
@@ -57,15 +60,18 @@ def conform_target(
     forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes."""
     python = peers.peer_python(target)
     if python is None:
+        step(f"conform: {target}: not run: {peers.missing(target)}")
         return not_run_report(target, world_sizes, peers.missing(target))
     report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])
     with tempfile.TemporaryDirectory(prefix=f"dayone-conform-{target}-") as tmp:
         scratch = Path(tmp)
         site = scratch / "site"
+        step(f"conform: {target}: installing the adapter in its peer environment")
         try:
             peers.install_adapter(adapter, python, site, scratch)
         except RuntimeError as err:
             reason = str(err)
+            step(f"conform: {target}: the adapter was not installed: {reason}")
             failed = not_run_report(target, world_sizes, "the adapter was not installed")
             for run in failed.runs:
                 run.levels["discovered"] = _level("fail", reason)
@@ -73,11 +79,14 @@ def conform_target(
         table = references = None
         for world in world_sizes:
             out = (keep or scratch) / f"{target}-ws{world}"
+            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}")
             run = _probe(python, target, site, checkpoint, world, out)
             # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
             if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
                 table = table or build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
                 run.levels["loaded"] = _judge(table, checkpoint, world, out, run)
+            for level in PROBED:
+                _said(target, world, level, run.levels[level])
             if run.levels["built"].status == "pass" and peers.forward_script(target) is not None:
                 loaded = run.levels["loaded"]
                 if loaded.status == "fail":
@@ -89,10 +98,18 @@ def conform_target(
                 else:
                     dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
                     references = references or References(open_local(Path(checkpoint)), spec)
+                    step(f"conform: {target} world size {world}: forward in {', '.join(dtypes)}")
                     run.levels["forward"] = _forward(python, target, site, checkpoint, references, world, out, dtypes)
+            _said(target, world, "forward", run.levels["forward"])
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
                                          tmp: "<scratch>", str(keep or tmp): "<out>"})  # fmt: skip
+
+
+def _said(target: str, world: int, name: str, level: Level) -> None:
+    """One progress step per level as it is judged: its status, and why where it did not pass."""
+    why = "" if level.status == "pass" else f": {level.detail}"
+    step(f"conform: {target} world size {world}: {name} {level.status}{why}")
 
 
 def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetReport:

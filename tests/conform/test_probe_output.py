@@ -109,3 +109,34 @@ def test_conform_reports_a_malformed_probe_output_as_a_failed_run(stand_in, case
     assert discovered["status"] == "fail"
     assert discovered["detail"] == f"the sglang probe wrote a malformed {line}"
     assert [run["levels"][name]["status"] for name in LEVELS[1:]] == ["not run"] * 4
+
+
+def test_conform_prints_a_line_per_level_and_world_size_off_a_terminal(stand_in):
+    """Off a terminal (CI, a file) `integrate conform` says what it is doing as it goes: a timestamped line as the
+    adapter is installed and as each world size's probe starts, then one per level with its status, and why where it
+    did not pass, in full (nothing cut)."""
+    import re
+
+    peers, adapters, checkpoint = stand_in
+    run = good_run()
+    reason = "the stand-in engine refused the model: " + "a long reason, " * 10 + "kept whole"
+    run["levels"]["built"] = {"status": "fail", "detail": reason}
+    run["levels"]["loaded"] = run["levels"]["forward"] = {"status": "not run", "detail": "an earlier level failed"}
+    env = {"DAYONE_PEERS": str(peers), "FAKE_LEVELS": json.dumps(run), "COLUMNS": "80"}
+    result = integrate("conform", adapters, checkpoint, "--target", "sglang", "--world-size", "1", "--world-size", "2",
+                       env=env)  # fmt: skip
+    assert result.code == 1, result.err
+    lines = result.err.splitlines()
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ conform: ", line) for line in lines), lines
+    said = [line.split(" ", 2)[2] for line in lines]
+    expected = ["conform: sglang: installing the adapter in its peer environment"]
+    for world in (1, 2):
+        expected += [
+            f"conform: sglang world size {world}: probing discovered, accepted, built, loaded",
+            f"conform: sglang world size {world}: discovered pass",
+            f"conform: sglang world size {world}: accepted pass",
+            f"conform: sglang world size {world}: built fail: {reason}",
+            f"conform: sglang world size {world}: loaded not run: an earlier level failed",
+            f"conform: sglang world size {world}: forward not run: an earlier level failed",
+        ]
+    assert said == expected
