@@ -4,8 +4,8 @@ Per token, H heads of K = V = head_dim (the maths of `dayone.adapters.model.kda`
     q, k, v = SiLU(causal depthwise conv(in_proj(x)))      in_proj = [q; k; v; g] (g: full-rank output gate)
     g_raw   = f_b_proj(f_a_proj(x));  beta = b from beta_proj(x)
     o       = chunk_kda(q, k, v, g_raw, beta, A_log, dt_bias)   (L2-normalised q, k; the spec's gate); with autograd
-              on, `chunk_kda_autograd` (the same chunked algorithm in torch ops autograd differentiates): the
-              forward kernels have no backward
+              on, `chunk_kda_triton_autograd` on CUDA (the Triton forward and backward kernels) and
+              `chunk_kda_autograd` on a CPU (the same chunked algorithm in torch ops autograd differentiates)
     out     = out_proj(RMSNorm_head(o; out_norm) * sigmoid(output gate(x)))
 Tensor parallel as GatedDeltaNet: the column-parallel projections give each rank H / TP whole heads (the weight map
 splits every fused part, so a rank's in_proj rows are [q_r; k_r; v_r; g_r]); out_proj is row-parallel. The
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from dayone.kernels.gated_rmsnorm import gated_rmsnorm
 from dayone.kernels.kda import chunk_kda
+from dayone.kernels.kda.autograd import chunk_kda_triton_autograd
 from dayone.kernels.kda.torch_chunk_autograd import chunk_kda_autograd
 from dayone.kernels.short_conv import short_conv
 from dayone.spec.schema import KDASpec
@@ -122,9 +123,9 @@ class KimiDeltaAttention(MegatronModule):
         beta, _ = self.beta_proj(x)
         gate_args = {"gate": self.gate_kind, "lower_bound": self.lower if self.lower is not None else -5.0}
         if torch.is_grad_enabled():
-            # the forward kernels (Triton, torch_chunk) have no backward: training runs the chunked torch path written
-            # for autograd (on a GPU too, until a Triton backward lands)
-            o, _ = chunk_kda_autograd(
+            # training: Triton forward and backward on a GPU; on a CPU the chunked torch path written for autograd
+            train = chunk_kda_triton_autograd if q.is_cuda else chunk_kda_autograd
+            o, _ = train(
                 q, k, v, g, beta, self.A_log, self.dt_bias, gate_args["gate"], gate_args["lower_bound"], None, None,
                 False, cu, True, True,
             )  # fmt: skip

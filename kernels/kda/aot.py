@@ -1,6 +1,7 @@
 """What the compile stage needs from kda: the chunk (prepare, output) and decode/verify instances at the spec's head dim
 and gate, the output and decode kernels' autotuning configs, and their launch inputs (dayone.compile_stage imports
-this module; the public op does not)."""
+this module; the public op does not). `training_specializations`: the backward's kernel instances (chunk_backward.py),
+which a trainer's GPU runs and an inference engine does not, so the compile stage does not build them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from dayone.kernels.kda.chunk import (
     tile_width,
 )
 from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
+from dayone.kernels.kda.chunk_backward import kda_chunk_backward_kernel, kda_chunk_states_kernel
+from dayone.kernels.kda.chunk_backward import pick_block_v as backward_block_v
 from dayone.kernels.kda.recurrent import kda_decode_kernel
 from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -123,6 +126,36 @@ def specializations(dims: KernelDims) -> list[Specialization]:
             )
         )
     return specs
+
+
+def training_specializations(dims: KernelDims) -> list[Specialization]:
+    """The backward's instances at the spec's head dim: the states walk with and without initial states, the backward
+    walk with and without a final-state gradient (training sends none). Their inputs are the fp32 WY intermediates
+    whatever the model's dtype; the dots are TF32 (IEEE=False) for a 16-bit model, IEEE for an fp32 one, as the
+    forward's. No spill budget is stated: the figures are reported (docs/kernels.md), not yet a budget."""
+    if dims.kda_num_heads == 0:
+        return []
+    K = V = dims.kda_head_dim
+    shape = {"K": K, "V": V, "BT": CHUNK, "BK": tile_width(K), "BV": backward_block_v(V), "IEEE": dims.dtype == "fp32"}
+    states = {
+        **dict.fromkeys(["w", "u", "kg", "gl", "h0", "h"], "*fp32"), "chunk_offsets": "*i32", "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "HAS_INITIAL", "IEEE"], "constexpr"),
+    }  # fmt: skip
+    backward = {
+        **dict.fromkeys(["qg", "kg", "w", "u", "Aqk", "gl", "h", "do", "dht", "dh0"], "*fp32"),
+        **dict.fromkeys(["dqg", "dkg", "dw", "du", "dAqk", "dgl"], "*fp32"), "chunk_offsets": "*i32",
+        "H": "i32", "C": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BK", "BV", "HAS_FINAL_GRAD", "IEEE"], "constexpr"),
+    }  # fmt: skip
+    instances = [
+        (name + suffix, fn, signature, {flag: value})
+        for value in (False, True)
+        for name, fn, signature, flag, suffix in (
+            ("kda.chunk_states", kda_chunk_states_kernel, states, "HAS_INITIAL", ".h0" if value else ""),
+            ("kda.chunk_backward", kda_chunk_backward_kernel, backward, "HAS_FINAL_GRAD", ".ht" if value else ""),
+        )
+    ]
+    return [Specialization(n, fn, sig, shape | flag, num_warps=4, num_stages=1) for n, fn, sig, flag in instances]
 
 
 # Autotuning alternatives to the shipped configs. At K = V = 128 on sm_90 (ptxas -v) the wider decode configs spill

@@ -55,6 +55,7 @@ class ChunkKDAFunction(torch.autograd.Function):
         )
         ctx.save_for_backward(qn, kn, v, log_decay, beta, h0)
         ctx.bounds = bounds
+        ctx.set_materialize_grads(False)  # an unused final state (training) sends None: no gradient to load
         return o, final
 
     @staticmethod
@@ -68,6 +69,7 @@ class ChunkKDAFunction(torch.autograd.Function):
             x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
             return torch.cat([x, x.new_zeros(1, *x.shape[1:])])[rows].movedim(2, 1)
 
+        do = torch.zeros_like(v) if do is None else do
         leaves = [x.detach().float().requires_grad_() for x in (qn, kn, v, log_decay, beta)]
         with torch.enable_grad():
             qc, kc, vc, gc, bc = (chunks(x) for x in leaves)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from dayone.kernels.kda.chunk import dot, pick_block_v, tile_width
+from dayone.kernels.kda.chunk import dot, tile_width
 
 
 @triton.jit
@@ -98,28 +98,33 @@ def kda_chunk_backward_kernel(
         off_k = (head * BT + rows[:, None]) * K + ck[None, :]
         off_v = (head * BT + rows[:, None]) * V + cv[None, :]
         off_a = (head * BT + rows[:, None]) * BT + rows[None, :]
-        b_S = tl.load(h + (head * K + ck[:, None]) * V + cv[None, :], mask=m_s, other=0.0)
-        b_w = tl.load(w + off_k, mask=in_k[None, :], other=0.0)
-        b_u = tl.load(u + off_v, mask=in_v[None, :], other=0.0)
-        b_do = tl.load(do + off_v, mask=in_v[None, :], other=0.0)
-        b_kg = tl.load(kg + off_k, mask=in_k[None, :], other=0.0)
-        b_A = tl.load(Aqk + off_a)
-        b_gl = tl.load(gl + head * K + ck, mask=in_k, other=0.0)
-
-        b_vn = b_u - dot(b_w, b_S, IEEE)
-        b_dvn = dot(tl.trans(b_A), b_do, IEEE) + dot(b_kg, b_dS, IEEE)
-        tl.store(du + off_v, b_dvn, mask=in_v[None, :])
-        b_St = tl.trans(b_S)
         off_kp = part * H * BT * K + off_k
-        tl.store(dqg + off_kp, dot(b_do, b_St, IEEE), mask=in_k[None, :])
-        tl.store(dw + off_kp, -dot(b_dvn, b_St, IEEE), mask=in_k[None, :])
+        # In an order that keeps few [BT, K] tiles live (each is 64 registers a thread at K = 128): every product is
+        # stored as soon as it is known, and w is loaded again for the last one rather than kept.
+        b_S = tl.load(h + (head * K + ck[:, None]) * V + cv[None, :], mask=m_s, other=0.0)
+        b_do = tl.load(do + off_v, mask=in_v[None, :], other=0.0)
+        tl.store(dqg + off_kp, dot(b_do, tl.trans(b_S), IEEE), mask=in_k[None, :])
+        tl.store(dgl + part * H * K + head * K + ck, tl.sum(b_S * b_dS, 1), mask=in_k)
+        b_vn = tl.load(u + off_v, mask=in_v[None, :], other=0.0)
+        b_vn -= dot(tl.load(w + off_k, mask=in_k[None, :], other=0.0), b_S, IEEE)
         tl.store(dkg + off_kp, dot(b_vn, tl.trans(b_dS), IEEE), mask=in_k[None, :])
         tl.store(dAqk + part * H * BT * BT + off_a, dot(b_do, tl.trans(b_vn), IEEE))
-        tl.store(dgl + part * H * K + head * K + ck, tl.sum(b_S * b_dS, 1), mask=in_k)
+        b_dvn = dot(tl.trans(tl.load(Aqk + off_a)), b_do, IEEE)
+        b_dvn += dot(tl.load(kg + off_k, mask=in_k[None, :], other=0.0), b_dS, IEEE)
+        tl.store(du + off_v, b_dvn, mask=in_v[None, :])
+        tl.store(dw + off_kp, -dot(b_dvn, tl.trans(b_S), IEEE), mask=in_k[None, :])
 
+        b_gl = tl.load(gl + head * K + ck, mask=in_k, other=0.0)
         b_dS = b_dS * b_gl[:, None] + dot(tl.trans(tl.load(qg + off_k, mask=in_k[None, :], other=0.0)), b_do, IEEE)
-        b_dS -= dot(tl.trans(b_w), b_dvn, IEEE)
+        b_dS -= dot(tl.trans(tl.load(w + off_k, mask=in_k[None, :], other=0.0)), b_dvn, IEEE)
     tl.store(dh0 + off_s, b_dS, mask=m_s)
+
+
+def pick_block_v(V: int) -> int:
+    """The V block of both kernels. At K = V = 128 (ptxas -v, Triton 3.9) the backward kernel sits at 255 registers
+    and spills 0.7-0.8 KB a thread at BV = 32 and 4 warps, 3.2-3.6 KB at BV = 64 (8 warps spill more); whether
+    BV = 16 (0.3-0.5 KB, twice the reloads and partial sums) pays needs a GPU to time."""
+    return min(tile_width(V), 32)
 
 
 def chunk_backward_triton(qg, kg, w, u, Aqk, gl, do, h0, dht, chunk_offsets, ieee):

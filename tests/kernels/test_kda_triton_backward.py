@@ -3,12 +3,13 @@ in the interpreter, against autograd of the token-by-token recurrence in fp64, w
 gate (per-head RMSNorm times sigmoid(gate)).
 
 The fp64 truth is the preprocessing written from the formulas and `reference.recurrence`, the readable per-token
-loop, run in fp64. The path under test computes in fp32, so each gradient is compared per tensor as max |error| / max |truth| within
-GRAD_TOLERANCE (measured 7e-8 to 1e-6 per tensor at these shapes; the torch chunked path has 1e-7 to 4e-6; a wrong
-term, e.g. the decay of a whole chunk dropped from the state gradient, is 1e-2 or more).
+loop, run in fp64. The path under test computes in fp32, so each gradient is compared per tensor as
+max |error| / max |truth| within GRAD_TOLERANCE: measured 1.4e-7 to 9.8e-7 per tensor at these shapes (the torch
+chunked path has 1e-7 to 4e-6); a wrong term is far above it (the chunk decay's gradient dropped from the backward
+kernel: 0.40 on g, 0.13 on dt_bias, 3.4e-2 on A_log).
 Shapes: packed sequences of 1, 149 (three chunks, a ragged tail of 21) and 10 tokens and an empty one, each from
-its own initial state; head dims 16 and a non-power-of-two pair, K = 48 (tile 64) with V = 96 (two V blocks of 64,
-the second hanging over V), so the per-V-block partial sums are exercised.
+its own initial state; head dims 16 and a non-power-of-two pair, K = 96 (tile 128) with V = 80 (three V blocks of
+32, the last hanging over V), so the padding and the per-V-block partial sums are exercised.
 """
 
 import itertools
@@ -92,7 +93,7 @@ def relative_errors(x) -> dict[str, float]:
     return {n: float((got[n].double() - want[n]).abs().max() / want[n].abs().max()) for n in x}
 
 
-@pytest.mark.parametrize("K, V", [(16, 16), (48, 96)])
+@pytest.mark.parametrize("K, V", [(16, 16), (96, 80)])
 def test_gradients_match_fp64_recurrence(K, V):
     errors = relative_errors(inputs(K, V))
     assert max(errors.values()) < GRAD_TOLERANCE, errors
