@@ -46,3 +46,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     config.option.loadscopereorder = False
     return FolderScheduling(config, log)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a test of more than ~20 s on one core (deselect with -m 'not slow')")

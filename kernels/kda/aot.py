@@ -62,7 +62,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
     if dims.kda_num_heads == 0:
         return []
     K = V = dims.kda_head_dim
-    act = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}[dims.dtype]
+    act = "*" + dims.dtype
     flags = {"L2NORM": True, "BETA_SIGMOID": True}
     io = {"q": act, "k": act, "v": act, "g": act, "beta": act, "A_log": "*fp32", "dt_bias": "*fp32"}
     prepare = {
@@ -128,11 +128,30 @@ def specializations(dims: KernelDims) -> list[Specialization]:
     return specs
 
 
+# The backward's spills, as KNOWN_SPILLS (bytes of spill stores + loads per thread, the largest over sm_90 and sm_100
+# and the head dims sharing a tile, dayone.kernels.aot at BV = 32, Triton 3.9; measured at K = V = 16, 32, 48, 64, 96,
+# 128, 192, 256). The backward kernel keeps the state, its gradient and [64, K] products at 255 registers from tile 32
+# up; the states walk spills only at tile 256. At K = 48 sm_100's ptxas gave the backward 56 registers and an 11 KB
+# spill (K = 64 there: 255 registers, 1.5 KB), which sets tile 64's figure.
+TRAINING_KNOWN_SPILLS = {
+    ("chunk_backward", 32): 512,  # K = 32, sm_100: 248 stored + 264 loaded
+    ("chunk_backward.ht", 32): 588,  # K = 32, sm_100: 268 + 320
+    ("chunk_backward", 64): 11316,  # K = 48, sm_100: 4824 + 6492 (K = 64: 1780 on sm_90)
+    ("chunk_backward.ht", 64): 11360,  # K = 48, sm_100: 4848 + 6512 (K = 64: 1972 on sm_90)
+    ("chunk_backward", 128): 1260,  # K = 96, sm_100: 556 + 704 (K = 128: 676 on sm_90)
+    ("chunk_backward.ht", 128): 1648,  # K = 96, sm_100: 716 + 932 (K = 128: 816 on sm_90)
+    ("chunk_states", 256): 1508,  # K = 256, sm_100
+    ("chunk_states.h0", 256): 1516,  # K = 256, sm_100
+    ("chunk_backward", 256): 4400,  # K = 192, sm_100: 1476 + 2924
+    ("chunk_backward.ht", 256): 5132,  # K = 256, sm_100
+}
+
+
 def training_specializations(dims: KernelDims) -> list[Specialization]:
     """The backward's instances at the spec's head dim: the states walk with and without initial states, the backward
     walk with and without a final-state gradient (training sends none). Their inputs are the fp32 WY intermediates
     whatever the model's dtype; the dots are TF32 (IEEE=False) for a 16-bit model, IEEE for an fp32 one, as the
-    forward's. No spill budget is stated: the figures are reported (docs/kernels.md), not yet a budget."""
+    forward's. Spill budgets: TRAINING_KNOWN_SPILLS."""
     if dims.kda_num_heads == 0:
         return []
     K = V = dims.kda_head_dim
@@ -155,7 +174,11 @@ def training_specializations(dims: KernelDims) -> list[Specialization]:
             ("kda.chunk_backward", kda_chunk_backward_kernel, backward, "HAS_FINAL_GRAD", ".ht" if value else ""),
         )
     ]
-    return [Specialization(n, fn, sig, shape | flag, num_warps=4, num_stages=1) for n, fn, sig, flag in instances]
+    return [
+        Specialization(n, fn, sig, shape | flag, num_warps=4, num_stages=1,
+                       known_spill_bytes=TRAINING_KNOWN_SPILLS.get((n.removeprefix("kda."), tile_width(K)), 0))
+        for n, fn, sig, flag in instances
+    ]  # fmt: skip
 
 
 # Autotuning alternatives to the shipped configs. At K = V = 128 on sm_90 (ptxas -v) the wider decode configs spill

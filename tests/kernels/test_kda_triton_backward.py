@@ -13,6 +13,10 @@ its own initial state; head dims 16 and a non-power-of-two pair, K = 96 (tile 12
 """
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -28,6 +32,18 @@ OUT_TOLERANCE = 1e-5  # max |out - out64| (outputs and final states are O(1))
 LOWER_BOUND = -5.0
 NORM_EPS = 1e-5
 CU_SEQLENS = [0, 1, 150, 160, 160]
+
+
+# AOT needs TRITON_INTERPRET unset (tests/conftest.py sets it), so it runs in a subprocess, as tests/kernels/test_aot.py.
+AOT_SCRIPT = """
+import json, sys
+from dayone.compile_stage import kernel_dims
+from dayone.kernels.aot import compile_specializations
+from dayone.kernels.kda.aot import training_specializations
+from dayone.spec.registry import load_spec
+rows = compile_specializations(training_specializations(kernel_dims(load_spec("kimi-k3"))), cache_dir=sys.argv[1])
+print(json.dumps([r.as_dict() for r in rows]))
+"""
 
 
 def inputs(K, V, seed=0, T=CU_SEQLENS[-1]):
@@ -131,3 +147,20 @@ def test_megatron_call_shape_matches_the_cpu_training_path():
     assert (o - o_cpu).abs().max() < 1e-5
     for name, a, b in zip(x, got, want):
         assert float((a - b).abs().max() / b.abs().max()) < GRAD_TOLERANCE, name
+
+
+@pytest.mark.slow  # 18 s with Triton's cache warm, about 25 s cold: eight ptxas runs
+def test_k3_backward_cubins_build_for_sm90_and_sm100_within_their_spill_figures(tmp_path):
+    """K3's backward instances (K = V = 128, bf16 model: TF32 dots) compile to cubins for sm_90 and sm_100 without a
+    GPU, within shared memory and each instance's known spill figure (compile_specializations refuses otherwise)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")}
+    run = subprocess.run([sys.executable, "-c", AOT_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(run.stdout.strip().splitlines()[-1])
+    kernels = {"kda.chunk_states", "kda.chunk_states.h0", "kda.chunk_backward", "kda.chunk_backward.ht"}
+    assert {(r["kernel"], r["arch"]) for r in rows} == {(k, a) for k in kernels for a in ("sm_90", "sm_100")}
+    for r in rows:
+        assert "K=128" in r["config"] and "IEEE=False" in r["config"]
+        assert (tmp_path / r["cubin"]).stat().st_size > 0 and 0 < r["registers"] <= 255
+        assert 0 < r["shared_bytes"] <= 227 * 1024
