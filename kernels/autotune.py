@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from dayone.core.numerics import compare
+from dayone.core.vocabulary import SHORT_DTYPE
 from dayone.kernels.aot import AotError, compile_specializations
 from dayone.kernels.specialization import Specialization
 
@@ -29,7 +30,8 @@ from dayone.kernels.specialization import Specialization
 DECODE_BATCH = 64
 PREFILL_TOKENS = 8192
 DECODE_CONTEXT = 8192
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+# A kernel specialization names its dtype short (bf16); torch names it long (bfloat16).
+TORCH_DTYPES = {short: getattr(torch, name) for name, short in SHORT_DTYPE.items()}
 # The launch options a config may change besides its constexprs.
 OPTIONS = ("num_warps", "num_stages")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import DTYPES
 from dayone.spec.bounds import MAX_DIM, MAX_INTERMEDIATE, MAX_LAYERS, MAX_TOKEN_ID
 from dayone.spec.config_block import FIELDS, DayoneBlock, read_block
 from dayone.spec.family import FamilyConventions, conventions_for
@@ -439,8 +440,8 @@ def _naming(
 ) -> dict:
     dtype = text.data.get("dtype") or text.data.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype")
     dtype = dtype or "bfloat16"
-    if dtype not in ("bfloat16", "float16", "float32"):
-        raise InputError(f"{text.where}: dtype {dtype!r} is not supported (bfloat16, float16, float32)")
+    if dtype not in DTYPES:
+        raise InputError(f"{text.where}: dtype {dtype!r} is not supported ({', '.join(DTYPES)})")
     naming = {
         "prefix": conventions.prefix,
         "lm_head": conventions.lm_head,

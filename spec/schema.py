@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Annotated, Literal
 
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import DType
 from dayone.spec.bounds import (
     MAX_DIM,
     MAX_EXPERT_INSTANCES,
@@ -75,7 +76,6 @@ Selector = Annotated[str, StringConstraints(pattern=SELECTOR_PATTERN)]
 
 AttentionKind = Literal["kda", "mla"]
 FFNKind = Literal["dense", "moe"]
-DType = Literal["bfloat16", "float16", "float32"]
 
 
 class Strict(BaseModel):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dayone.core.vocabulary import TARGETS
 from dayone.spec.schema import ModelSpec
 
-TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
+__all__ = ["TARGETS", "generator"]
 
 
 def generator(target: str) -> Callable[[ModelSpec], dict[str, str]]:

@@ -11,7 +11,7 @@ def specializations(dims: KernelDims) -> list[Specialization]:
     """One instance per KDA head dim: bf16 activations, fp32 weight (the checkpoint's o_norm is F32)."""
     if dims.kda_num_heads == 0:
         return []
-    act = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}[dims.dtype]
+    act = "*" + dims.dtype
     V = dims.kda_head_dim
     sig = {
         "x": act,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import ENGINES, TARGETS
 from dayone.present import console, emit_json, shown
 from dayone.spec.registry import MODELS_DIR, load_spec
 from dayone.spec.schema import ModelSpec
@@ -16,7 +17,7 @@ from dayone.spec.schema import ModelSpec
 if TYPE_CHECKING:
     from dayone.checks.static import TargetCheck
 
-TARGET_CHOICES = ("sglang", "vllm", "miles", "megatron-bridge", "all")
+TARGET_CHOICES = (*TARGETS, "all")
 
 
 def resolve_spec(source: str, spec_arg: str | None) -> ModelSpec:
@@ -97,13 +98,9 @@ def _conform(check: TargetCheck, target: str, root: Path, source: str, spec: Mod
     """Where the source is a checkpoint folder and the target's framework peer is installed, the framework itself
     judges the adapter (dayone.conform, world size 1; `integrate conform` runs more)."""
     from dayone.conform import peers
-    from dayone.conform.driver import ENGINE_TARGETS, conform_target
+    from dayone.conform.driver import conform_target
 
-    if (
-        target not in ENGINE_TARGETS
-        or not (Path(source) / "config.json").is_file()
-        or peers.peer_python(target) is None
-    ):
+    if target not in ENGINES or not (Path(source) / "config.json").is_file() or peers.peer_python(target) is None:
         return
     report = conform_target(target, root, Path(source), spec, (1,))
     check.conform = report

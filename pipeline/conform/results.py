@@ -12,12 +12,12 @@ objects; each becomes JSON once, where it is written or printed (`as_dict`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from dayone.core.vocabulary import Status
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
 
 LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
-Status = Literal["pass", "fail", "not run"]
 # The keys of a run the driver makes itself (a probe that did not run), in conform.json's order.
 DRIVER_ORDER = ("framework", "version", "world_size", "facts", "levels")
 

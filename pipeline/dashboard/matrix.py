@@ -19,15 +19,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dayone.core.vocabulary import NOT_RUN, PARTIAL, STAGES, TARGETED_STAGES
 from dayone.dashboard.names import page_name
-from dayone.dashboard.reports import NEEDS_WEIGHTS, STAGES, TARGETED_STAGES, TARGETS, LevelRow, Report
+from dayone.dashboard.reports import NEEDS_WEIGHTS, TARGETS, LevelRow, Report
 
 HISTORY = 8  # runs shown as marks per cell
-NOT_RUN = "not run"
 WAITING = "waiting for weights"
 # Nothing failed, but a level after the last one reached did not run (conformance without a GPU stops before
 # forward): never shown as pass; the cell names the level reached and why the next was not.
-PARTIAL = "partial"
 MALFORMED = "malformed"  # a report is there, but what it says cannot be drawn: its file and field are named
 NO_REPORT = "no report"  # no evidence for this target at this stage (not asked, or does not apply): not a verdict
 

@@ -35,23 +35,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from dayone.core import untrusted_json
+from dayone.core import untrusted_json, vocabulary
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.core.redact import redact_data
+from dayone.core.vocabulary import Stage, Status
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-STAGES = ("spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish")
-TARGETS = ("sglang", "vllm", "miles", "megatron-bridge", "reference")
+# Beside the targets, validate reports on dayone's own reference tiers (the "reference" row).
+TARGETS = (*vocabulary.TARGETS, "reference")
 ARCHS = ("sm_90", "sm_100")
-# Stages that produce one result per target framework; the others are one result per model.
-TARGETED_STAGES = frozenset({"generate", "conform", "validate", "package"})
 # Stages that cannot run before the real weights exist (numerics need them); all others run on the spec and a
 # synthetic checkpoint, which is what makes the dashboard green before release day.
 NEEDS_WEIGHTS = frozenset({"validate"})
 
-Stage = Literal["spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish"]
-Target = Literal["sglang", "vllm", "miles", "megatron-bridge", "reference"]
+Target = vocabulary.Target | Literal["reference"]
 Arch = Literal["sm_90", "sm_100"]
 # Keys that identify the documents stage commands write in their own formats, read here as reports:
 # `integrate inspect --json` (dayone.commands.inspect_cmd) and `integrate compile`'s resources.json (compile_cmd).
@@ -59,7 +57,6 @@ INSPECT_KEYS = frozenset({"ok", "checkpoint", "spec", "expected_tensors", "missi
 COMPILE_KEYS = frozenset({"stage", "spec", "archs", "ok", "kernels"})
 
 
-Status = Literal["pass", "fail", "not run"]
 TEXT = 4096  # the longest reason or name shown; a longer one is malformed (a page is read, not scrolled)
 
 
@@ -159,7 +156,7 @@ class Report(BaseModel):
     spec: str = Field(min_length=1)
     target: Target | None = None
     arch: Arch | None = None
-    status: Literal["pass", "fail", "not run"]
+    status: Status
     created: datetime
     details: dict[str, Any] = Field(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)  # the file it was read from, as given

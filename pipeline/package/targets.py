@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dayone.checks.releases import RELEASES, TARGET_RELEASES
+from dayone.core.vocabulary import TARGET_TITLES
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Framework:
 
 
 # How the README and model card name each target.
-TITLES = {"sglang": "SGLang", "vllm": "vLLM", "miles": "Miles", "megatron-bridge": "Megatron-Bridge"}
+TITLES = TARGET_TITLES
 
 
 def framework(target: str) -> Framework:

@@ -26,12 +26,11 @@ from pathlib import Path
 from dayone.core.atomic import swap_in, write_atomic
 from dayone.core.errors import InputError
 from dayone.core.redact import redact, redact_data
+from dayone.core.vocabulary import FAIL, NOT_RUN, PARTIAL, PASS
 from dayone.run.state import read_state
 
 STAGE_FILE = "stage.json"
-PASS, PARTIAL, FAIL, NOT_RUN = "pass", "partial", "fail", "not run"
-# A partial stage did all that this machine can and failed nothing, but left some of its work not run (conform on a
-# CPU stops before the engines' forward): it is reused, its dependants run, and it does not fail the run, yet it is
+# A partial stage (dayone.core.vocabulary) is reused, its dependants run, and it does not fail the run, yet it is
 # never reported as pass.
 DONE = (PASS, PARTIAL)
 
