@@ -86,7 +86,7 @@ def under_test(x):
     V = x["v"].shape[-1]
     o, final = chunk_kda_triton_autograd(
         x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"], x["dt_bias"], "safe", LOWER_BOUND, None, x["h0"], True,
-        torch.tensor(CU_SEQLENS), True, True,
+        torch.tensor(CU_SEQLENS, device=x["q"].device), True, True,
     )  # fmt: skip
     return F.rms_norm(o.float(), (V,), x["weight"], NORM_EPS) * torch.sigmoid(x["gate"]), final
 
@@ -100,35 +100,37 @@ def grads(x, out, final, seed=3):
     return dict(zip(x, torch.autograd.grad(loss, list(x.values()))))
 
 
-def relative_errors(x, out_tolerance=OUT_TOLERANCE) -> dict[str, float]:
-    """Per tensor max |grad - grad64| / max |grad64|, after checking the forward against the truth."""
+def relative_errors(x, device, out_tolerance=OUT_TOLERANCE) -> dict[str, float]:
+    """Per tensor max |grad - grad64| / max |grad64|, after checking the forward against the truth. x is made on the
+    CPU, the truth computed there; the path under test runs on `device` (the kernels' test device)."""
     x64 = {n: t.detach().double().requires_grad_() for n, t in x.items()}
     out64, final64 = truth64(x64)
     want = grads(x64, out64, final64)
-    out, final = under_test(x)
+    xd = {n: t.detach().to(device).requires_grad_() for n, t in x.items()}
+    out, final = (t.cpu() for t in under_test(xd))
     assert (out.double() - out64).abs().max() < out_tolerance
     assert (final.double() - final64).abs().max() < OUT_TOLERANCE
-    got = grads(x, out, final)
+    got = {n: t.cpu() for n, t in grads(xd, out, final).items()}
     assert all(got[n].dtype == x[n].dtype for n in x)
     return {n: float((got[n].double() - want[n]).abs().max() / want[n].abs().max()) for n in x}
 
 
 @pytest.mark.parametrize("K, V", [(16, 16), (96, 80)])
-def test_gradients_match_fp64_recurrence(K, V):
-    errors = relative_errors(inputs(K, V))
+def test_gradients_match_fp64_recurrence(K, V, device):
+    errors = relative_errors(inputs(K, V), device)
     assert max(errors.values()) < GRAD_TOLERANCE, errors
 
 
-def test_bf16_inputs():
+def test_bf16_inputs(device):
     """The Megatron model's activations in bf16: o and the gradients of the bf16 inputs come back in bf16, near the
     fp64 truth of the same (rounded) inputs."""
     bf16 = ("q", "k", "v", "g", "beta")
     x = {n: (t.detach().bfloat16() if n in bf16 else t.detach()).requires_grad_() for n, t in inputs(16, 16).items()}
-    errors = relative_errors(x, out_tolerance=BF16_OUT_TOLERANCE)
+    errors = relative_errors(x, device, out_tolerance=BF16_OUT_TOLERANCE)
     assert max(errors.values()) < BF16_GRAD_TOLERANCE, errors
 
 
-def test_a_planted_wrong_gradient_is_caught(monkeypatch):
+def test_a_planted_wrong_gradient_is_caught(monkeypatch, device):
     """The comparison can fail: the backward kernel's gradient of the chunk decay dropped (as if the state's decay
     over a chunk were a constant) breaks the bound on the gate's inputs."""
     real = triton_autograd.chunk_backward_triton
@@ -138,11 +140,11 @@ def test_a_planted_wrong_gradient_is_caught(monkeypatch):
         return dqg, dkg, dw, du, dAqk, torch.zeros_like(dgl), dh0
 
     monkeypatch.setattr(triton_autograd, "chunk_backward_triton", without_chunk_decay_gradient)
-    errors = relative_errors(inputs(16, 16))
+    errors = relative_errors(inputs(16, 16), device)
     assert errors["A_log"] > 1e-2 and errors["g"] > 1e-2, errors
 
 
-def test_megatron_call_shape_matches_the_cpu_training_path():
+def test_megatron_call_shape_matches_the_cpu_training_path(device):
     """As the Megatron layer calls it (B = 2 rows, no packing, no initial state, no final state): the gradients of
     the CPU training path (torch_chunk_autograd), to fp32 rounding."""
     gen = torch.Generator().manual_seed(9)
@@ -152,10 +154,12 @@ def test_megatron_call_shape_matches_the_cpu_training_path():
     x = {n: torch.randn(*s, generator=gen).requires_grad_() for n, s in shapes.items()}
     w = torch.randn(2, 70, H, V, generator=gen)
     results = []
-    for run in (chunk_kda_triton_autograd, chunk_kda_autograd):
-        o, final = run(*x.values(), "safe", LOWER_BOUND, None, None, False, None, True, True)
+    for run, where in ((chunk_kda_triton_autograd, device), (chunk_kda_autograd, "cpu")):
+        xd = {n: t.detach().to(where).requires_grad_() for n, t in x.items()}
+        o, final = run(*xd.values(), "safe", LOWER_BOUND, None, None, False, None, True, True)
         assert final is None
-        results.append((o, torch.autograd.grad((o * w).sum(), list(x.values()))))
+        dx = torch.autograd.grad((o * w.to(where)).sum(), list(xd.values()))
+        results.append((o.cpu(), [t.cpu() for t in dx]))
     (o, got), (o_cpu, want) = results
     assert (o - o_cpu).abs().max() < 1e-5
     for name, a, b in zip(x, got, want):
