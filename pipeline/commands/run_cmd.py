@@ -102,6 +102,7 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
     from dayone.run.runner import PASS, run_stages
     from dayone.run.stand_in import check_stand_in
     from dayone.spec.registry import load_spec
+    from dayone.synth.scale import stand_in_name
 
     created = _created(out)
     results = {}
@@ -136,6 +137,8 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
             checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
+        if demo:  # the run made this stand-in: its lineage names it (kimi-k3-tiny), as it named the synth's spec
+            spec = spec.model_copy(update={"name": stand_in_name(named.name, scale)})
         refuse_unhonoured(spec, chosen)
         ctx = S.RunContext(ckpt, spec, out, created, chosen, tuple(archs) or ("sm_90", "sm_100"),
                            gpu, gpus, stands_in_for=check_stand_in(spec, named) if named else None)  # fmt: skip

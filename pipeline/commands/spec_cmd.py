@@ -95,7 +95,9 @@ def show(name_or_file: str, as_json: bool) -> None:
 @spec.command("derive")
 @click.argument("source")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the YAML here.")
-@click.option("--name", help="Spec name (default: from the folder or file name).")
+@click.option(
+    "--name", help="Spec name (default: from the model, never the folder: <model type>-<size>, docs/adapters.md)."
+)
 @click.option(
     "--conventions",
     "conventions_dirs",
@@ -109,23 +111,22 @@ def derive(
 ) -> None:
     """Derive a spec from an HF config.json or a checkpoint folder."""
     from dayone.checkpoint.reader import read_config
-    from dayone.checkpoint.spec_source import slug, spec_for_checkpoint
+    from dayone.checkpoint.spec_source import named_after_the_model, spec_for_checkpoint
     from dayone.spec.derive import derive_spec
     from dayone.spec.family import conventions_for, searching
-    from dayone.spec.registry import spec_to_dict, spec_to_yaml
+    from dayone.spec.registry import parse_spec, spec_to_dict, spec_to_yaml
 
     path = Path(source)
     with searching(conventions_dirs):
         if path.is_file():
             config = read_config(path)
-            default = path.parent.name if path.name == "config.json" else path.stem
-            s = derive_spec(config, name or slug(default), where=str(path))
+            s = named_after_the_model(derive_spec(config, "derived", where=str(path)))
         else:  # a checkpoint folder, or an HF repo id[@revision] as `inspect` takes them
             from dayone.checkpoint.resolve import open_checkpoint
 
             s = spec_for_checkpoint(open_checkpoint(source), None)
-            if name:
-                s = s.model_copy(update={"name": name})
+        if name:  # validated as any spec's name is
+            s = parse_spec(spec_to_dict(s) | {"name": name}, "--name")
         # The file the derivation used: `searching` looked it up once, so this names that file, not a new search's.
         used = conventions_for(s.hf.model_type, inline=s.conventions)
     text = spec_to_yaml(s)

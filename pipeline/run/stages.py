@@ -286,8 +286,8 @@ def compile_stage(ctx: RunContext) -> Stage:
 
 def synth_stage(named: ModelSpec, scale: str, seed: int) -> Stage:
     """The demo's checkpoint: a stand-in of `named` (a shipped spec or a spec file) at `scale` (tiny, small or
-    faithful), written by `integrate synth`'s code, deterministic by seed. The folder is named <spec>-<scale>, which
-    is the name the spec derived from it takes."""
+    faithful), written by `integrate synth`'s code, deterministic by seed. The folder is named <spec>-<scale>, as the
+    run names the spec derived from it (its lineage; a checkpoint the run did not make is named after its model)."""
 
     def run(workdir: Path) -> StageResult:
         from dayone.synth.scale import scaled_spec

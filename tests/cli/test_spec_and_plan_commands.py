@@ -58,7 +58,7 @@ def test_a_mistyped_spec_name_teaches_the_naming_rule():
 
 
 def test_spec_derive_writes_a_loadable_spec(tmp_path):
-    config = tmp_path / "kimi-k3" / "config.json"
+    config = tmp_path / "downloaded" / "config.json"  # the release's config: named as its shipped spec, not the folder
     config.parent.mkdir()
     config.write_text((Path(__file__).resolve().parents[1] / "data/kimi-k3.config.json").read_text())
     out = tmp_path / "derived.yaml"

@@ -151,4 +151,5 @@ def test_spec_derive_takes_a_hub_repo_id_as_inspect_does(tmp_path):
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "name: tiny-linear" in proc.stdout and "KimiLinearForCausalLM" in proc.stdout
+    # named after the model (kimi_linear and its size), not after the repo (tiny-linear)
+    assert "name: kimi-linear-" in proc.stdout and "KimiLinearForCausalLM" in proc.stdout

@@ -178,12 +178,13 @@ def test_tag_mode(tmp_path, hub_cache, github):
     # PyPI: dayone itself and the four adapters, public versions, wheel and sdist each.
     assert len(runner.pypi) == 10 and f"dayone-{_version()}.tar.gz" in runner.pypi
     # Named by identity, not by where the HF cache was; no secret anywhere in what was shipped.
-    card = release["kimi-k3-mini-model-card.md"].decode()
+    # The spec is named after the model (kimi_k3, 307k parameters, 178k active), not after the repo (kimi-k3-mini).
+    card = release["kimi-k3-307k-a178k-model-card.md"].decode()
     assert f"{HUB_REPO}@{HUB_COMMIT}" in card and str(hub_cache) not in card
     shipped = b"".join(release.values()) + b"".join(p.read_bytes() for p in runner.pages.rglob("*") if p.is_file())
     assert TOKEN.encode() not in shipped and HF_TOKEN.encode() not in shipped
     index = (runner.pages / "index.html").read_text()
-    assert 'data-spec="kimi-k3-mini"' in index and "badge" not in index
+    assert 'data-spec="kimi-k3-307k-a178k"' in index and "badge" not in index
 
 
 def test_a_tag_without_a_checkpoint_fails_naming_the_file(tmp_path, github):
