@@ -47,6 +47,7 @@ PROGRAMS = frozenset(
         "dayone.adapters.megatron.bridge_round_trip",
         "dayone.adapters.megatron.check_bridge",
         "dayone.adapters.megatron.check_miles",
+        "dayone.adapters.megatron.miles_trainer",
         "dayone.adapters.megatron.train_step",
         "dayone.adapters.megatron.verify",
     }

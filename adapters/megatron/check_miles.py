@@ -48,6 +48,18 @@ def config_from_args(args: list[tuple[str, object]], miles) -> tuple[dict, list[
     return kwargs, unknown
 
 
+def gpt_model(spec, layer_spec, kwargs: dict):
+    """megatron-core's GPTModel as Miles' model provider builds it: the config from the package's arguments
+    (`config_from_args`), the decoder from its `--spec` function `layer_spec`. CPU, local (non-TE) modules."""
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.transformer_config import MLATransformerConfig
+
+    config = MLATransformerConfig(**kwargs, use_cpu_initialization=True, transformer_impl="local",
+                                  moe_token_dispatcher_type="allgather")  # fmt: skip
+    return GPTModel(config, layer_spec(None, config, None), spec.vocab_size, spec.max_position_embeddings,
+                    position_embedding_type="none", share_embeddings_and_output_weights=spec.tie_word_embeddings)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("spec")
@@ -66,8 +78,6 @@ def main() -> None:
     from dayone.adapters.targets import common, miles
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
-    from megatron.core.models.gpt.gpt_model import GPTModel
-    from megatron.core.transformer.transformer_config import MLATransformerConfig
 
     ps.initialize_model_parallel(1, 1)
     install_cpu_standins()
@@ -94,11 +104,7 @@ def main() -> None:
     module, function = dict(margs)["spec"].split()
     if module != f"{package}.plugin" or not hasattr(plugin, function):
         fail(f"--spec {module} {function} does not name the generated plugin function")
-    config = MLATransformerConfig(**kwargs, use_cpu_initialization=True, transformer_impl="local",
-                                  moe_token_dispatcher_type="allgather")  # fmt: skip
-    block = getattr(plugin, function)(None, config, None)
-    model = GPTModel(config, block, spec.vocab_size, spec.max_position_embeddings, position_embedding_type="none",
-                     share_embeddings_and_output_weights=spec.tie_word_embeddings)  # fmt: skip
+    model = gpt_model(spec, getattr(plugin, function), kwargs)
     tensors = synthetic_checkpoint(spec, out / "checkpoint")
     state = convert.load_hf(tensors.__getitem__, dtype=torch.float32)
     passthrough = {r.target for r in convert.weight_table.RULES if r.transform == "passthrough"}

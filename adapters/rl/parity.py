@@ -1,7 +1,14 @@
 """Train/rollout log-prob parity, the numbers Miles gates RL runs on.
 
-train_rollout_logprob_abs_diff  mean |log p_train - log p_rollout| over response tokens
-train_rollout_kl                k3 estimate of KL(rollout || train): mean(exp(d) - 1 - d), d = lp_train - lp_rollout
+train_rollout_logprob_abs_diff  mean |log p_train - log p_rollout| over each sample's response tokens, averaged over
+                                samples
+train_rollout_kl                k3 estimate of KL(rollout || train): exp(d) - 1 - d, d = lp_train - lp_rollout, reduced
+                                the same way
+
+Miles (radixark/miles@c7969ad1f) reduces both with `sum_of_sample_mean` (miles/backends/training_utils/cp_utils.py:
+per sample, the masked sum over its response tokens divided by their count; summed over samples) and reports the sum
+divided by the number of samples (log_utils.py, `value / num_samples_or_tokens`), the default without
+--calculate-per-token-loss (losses.py: `abs_diff = (train_scored_log_probs - rollout_log_probs).abs()`).
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ from dayone.spec.schema import ModelSpec
 
 
 def rl_metrics(train: list[torch.Tensor], rollout_lp: list[torch.Tensor]) -> dict[str, float]:
-    d = torch.cat([t.detach().double() - r.double() for t, r in zip(train, rollout_lp)])
+    """train, rollout_lp: per sample, [n_i] log-probs of its response tokens under the trainer and the engine."""
+    d = [t.detach().double() - r.double() for t, r in zip(train, rollout_lp, strict=True)]
+    every = torch.cat(d)
     return {
-        "train_rollout_logprob_abs_diff": float(d.abs().mean()),
-        "train_rollout_logprob_abs_diff_max": float(d.abs().max()),
-        "train_rollout_kl": float((d.exp() - 1 - d).mean()),
-        "tokens": int(d.numel()),
+        "train_rollout_logprob_abs_diff": float(torch.stack([x.abs().mean() for x in d]).mean()),
+        "train_rollout_logprob_abs_diff_max": float(every.abs().max()),
+        "train_rollout_kl": float(torch.stack([(x.exp() - 1 - x).mean() for x in d]).mean()),
+        "tokens": int(every.numel()),
     }
 
 

@@ -149,28 +149,34 @@ def main(argv: list[str] | None = None) -> int:
     if (args.package_site is None) == (not args.builtin):
         parser.error("give --package-site or --builtin")
     args.out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    if args.builtin:
-        os.environ["VLLM_PLUGINS"] = ""  # no plugin: the architecture resolves to vLLM's own class
-    else:
-        sys.path.insert(0, str(args.package_site))
-        # vLLM's engine and its TP workers are new processes: they find the adapter through PYTHONPATH.
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(args.package_site), os.environ.get("PYTHONPATH", "")])
-        from vllm_probe import _plugin  # the sibling probe's entry-point lookup (this folder is on sys.path)
-
-        os.environ["VLLM_PLUGINS"] = _plugin(args.package_site)[0]  # only the adapter's plugin runs in the peer
-    # collective_rpc sends record_first_step to the engine's workers by value (cloudpickle), which vLLM allows only
-    # when asked: this process and its engine are the probe's own.
-    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
-    # vLLM's CPU workers bind their OpenMP threads one NUMA node each by default and refuse a world size larger
-    # than the node count (one, on most test machines): the probe runs unbound unless told otherwise.
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # the model in this process: its layers can be hooked
+    peer_environment(None if args.builtin else args.package_site)
     try:
         result = run(args)
     except Exception as err:  # noqa: BLE001 -- the level's one line; the traceback beside it
         result = {"status": "fail", "detail": _line(err), "traceback": traceback.format_exc()[-4000:]}
     (args.out / "forward.json").write_text(json.dumps(result, indent=1))
     return 0
+
+
+def peer_environment(package_site: Path | None) -> None:
+    """This process's settings for an engine session with the adapter installed at `package_site` (None: vLLM's
+    own model class, no plugin)."""
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    if package_site is None:
+        os.environ["VLLM_PLUGINS"] = ""  # no plugin: the architecture resolves to vLLM's own class
+    else:
+        sys.path.insert(0, str(package_site))
+        # vLLM's engine and its TP workers are new processes: they find the adapter through PYTHONPATH.
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(package_site), os.environ.get("PYTHONPATH", "")])
+        from vllm_probe import _plugin  # the sibling probe's entry-point lookup (this folder is on sys.path)
+
+        os.environ["VLLM_PLUGINS"] = _plugin(package_site)[0]  # only the adapter's plugin runs in the peer
+    # collective_rpc sends functions (record_first_step, a refit's weight load) to the engine's workers by value
+    # (cloudpickle), which vLLM allows only when asked: this process and its engine are the probe's own.
+    os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+    # vLLM's CPU workers bind their OpenMP threads one NUMA node each by default and refuse a world size larger
+    # than the node count (one, on most test machines): the probe runs unbound unless told otherwise.
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # the model in this process: its layers can be hooked
 
 
 if __name__ == "__main__":
