@@ -13,7 +13,7 @@ average is printed before and after: on a shared machine absolute times move wit
 and transformers write a release (headers in the library's order, index sorted by name: `inspect (K3 sorted)`), a
 tiny checkpoint, kernels compiled for sm_90 (minutes on 2 cores) and a finished `run --demo` (many minutes).
 --breakdown profiles inspect's work in one process: its steps against json.loads (which inspect skips for headers it
-can prove: it compares their bytes with the text the manifest gives, see dayone.checkpoint.header_proof). --only
+can prove: it compares their bytes with the text the manifest gives, see dayone.checkpoint.scan.proof). --only
 inspect measures only the inspect figures and their floors, preparing only the skeleton, its copy as the library
 writes it and the tiny checkpoint.
 """
@@ -100,7 +100,7 @@ def safetensors_header(entries: dict, metadata: dict | None) -> tuple[bytes, int
     __metadata__ first, padded with spaces to a multiple of 8 bytes. tests/checkpoint compares it with the library."""
     import json
 
-    from dayone.checkpoint.header_text import SAFETENSORS_DTYPE_ORDER
+    from dayone.checkpoint.scan.text import SAFETENSORS_DTYPE_ORDER
 
     rank = {dtype: i for i, dtype in enumerate(SAFETENSORS_DTYPE_ORDER)}
     ordered = sorted(entries.items(), key=lambda item: (-rank[item[1]["dtype"]], item[0]))
@@ -214,10 +214,10 @@ def breakdown(skeleton: Path, written_by_the_library: Path) -> None:
     import json
 
     from dayone.checkpoint import open_checkpoint
-    from dayone.checkpoint.header_proof import RunChain, prove_in_safetensors_order, prove_written_in_order
-    from dayone.checkpoint.header_scan import parse_shard
-    from dayone.checkpoint.index_text import read_listing
     from dayone.checkpoint.safetensors_header import read_header_bytes
+    from dayone.checkpoint.scan.index import read_listing
+    from dayone.checkpoint.scan.proof import Expected, RunChain, prove_header
+    from dayone.checkpoint.scan.runs import ManifestRuns
     from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.spec.manifest import EntryTable, build_manifest
 
@@ -225,57 +225,45 @@ def breakdown(skeleton: Path, written_by_the_library: Path) -> None:
     clock = time.process_time
     steps: dict[str, float] = {}
     start = clock()
-    checkpoint = open_checkpoint(skeleton, read_headers=False)
+    checkpoint = open_checkpoint(written_by_the_library, read_headers=False)
     steps["open: config, shard files from the index's naming (not counted)"] = clock() - start
     start = clock()
-    table = EntryTable(build_manifest(spec_for_checkpoint(checkpoint, None)))
+    manifest = build_manifest(spec_for_checkpoint(checkpoint, None))
+    expected = Expected(EntryTable(manifest), ManifestRuns(manifest))
     steps["spec derived, manifest"] = clock() - start
-    jobs = [(checkpoint.root / f, f) for f in checkpoint.files]
+    files = checkpoint.shard_files
     start = clock()
-    raws = [read_header_bytes(path)[0] for path, _ in jobs]
+    raws = [read_header_bytes(written_by_the_library / f)[0] for f in files]
     steps["read 96 headers"] = clock() - start
     start = clock()
     for raw in raws:
         json.loads(raw)
     loads = steps["json.loads (the floor's work)"] = clock() - start
     del raws
-    start = clock()
-    headers = [(read_header_bytes(path), path, file) for path, file in jobs]
-    proven = [prove_written_in_order(raw, size - data, path, file, table) for (raw, data, size), path, file in headers]
-    steps["read + prove written in manifest order (what inspect does)"] = clock() - start
-    del headers
-    start = clock()
-    parsed = [parse_shard(path, file) for path, file in jobs]
-    steps["parse_shard: read + json.loads + bulk checks"] = clock() - start
-    start = clock()
-    assert all(p is not None and p.compare(table) is not None for p in parsed), "the skeleton must be covered"
-    steps["compare with the manifest (expert names built on first use)"] = clock() - start
-    library_jobs = [(written_by_the_library / f, f) for f in checkpoint.files]
-    start = clock()
-    headers = [(read_header_bytes(path), path, file) for path, file in library_jobs]
-    chain = RunChain()
-    by_library = [
-        prove_in_safetensors_order(raw, size - data, path, file, table, chain=chain)
-        for (raw, data, size), path, file in headers
-    ]
-    steps["read + prove in the safetensors library's order"] = clock() - start
-    assert all(p is not None for p in by_library), "the library-ordered copy must be proven"
-    del headers
+    proven = {}
+    for label, root in (("the library's order", written_by_the_library), ("dayone's writer's order", skeleton)):
+        start = clock()
+        chain = RunChain()
+        headers = [(read_header_bytes(root / f), root / f, f) for f in files]
+        proven[label] = [
+            prove_header(raw, size - data, path, file, expected, chain) for (raw, data, size), path, file in headers
+        ]
+        steps[f"read + prove, headers in {label}"] = clock() - start
+        del headers
     start = clock()
     read_listing(written_by_the_library / "model.safetensors.index.json")
     steps["the index sorted by name, read once (names per file)"] = clock() - start
-    notes = {  # steps that are not the skeleton's work
-        "parse_shard": "a header no proof holds: instead of prove",
-        "compare": "a header no proof holds: instead of prove",
-        "read + prove in the": "the release as the library writes it: instead of prove",
-        "the index sorted": "the same release: in a process alongside the workers",
+    notes = {  # steps that are not the release's work
+        "read + prove, headers in dayone": "the K3 skeleton: instead of the row above",
+        "the index sorted": "in a process alongside the workers",
     }
-    total = sum(v for k, v in steps.items() if not k.startswith(("read 96", "json", *notes)))
+    total = sum(v for k, v in steps.items() if not k.startswith(("open", "read 96", "json", *notes)))
     print("\ninspect's work in one process, CPU s (workers split the prove rows between them):")
     for name, seconds in steps.items():
         note = next((f"  ({text})" for start, text in notes.items() if name.startswith(start)), "")
         print(f"  {name:<62} {seconds:6.3f}{note}")
-    print(f"  proven in order: {sum(p is not None for p in proven)} of {len(proven)} shards")
+    for label, results in proven.items():
+        print(f"  proven, headers in {label}: {sum(p is not None for p in results)} of {len(results)} shards")
     print(f"  inspect's work: {total:.3f} s without start-up and imports; json.loads alone (the floor's) {loads:.3f} s")
 
 

@@ -60,7 +60,7 @@ class Checkpoint:
     @property
     def index_counts(self) -> dict[str, int] | None:
         """Tensors per file as the index says (None without an index), counted on first use: 0.2 s for the K3
-        index, which `integrate inspect` does not pay where its scan proves the index (dayone.checkpoint.coverage
+        index, which `integrate inspect` does not pay where its scan proves the index (dayone.checkpoint.scan
         calls `index_proven`). Where `shard_files` were inferred and the index names others, they become the
         index's own, each checked as at open (a file it names that is missing or outside the folder is an InputError)."""
         if self.counted is None and self.index_path is not None:
@@ -240,7 +240,7 @@ def _named_sequence(path: Path) -> list[str] | None:
     """The shard files an index's naming implies, from its first and last entries alone: where both name files of
     one sequence as Hugging Face names shards (`model-00001-of-00096.safetensors`, huggingface_hub's and dayone's
     writers), every file of that sequence; None otherwise. Only a guess at the files to scan: the scan proves the
-    index lists exactly these (dayone.checkpoint.coverage), or the index is counted and its own files taken."""
+    index lists exactly these (dayone.checkpoint.scan), or the index is counted and its own files taken."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 14)

@@ -8,8 +8,8 @@ from collections import Counter
 
 import click
 from dayone.checkpoint import open_checkpoint
-from dayone.checkpoint.coverage import scan_coverage
 from dayone.checkpoint.safetensors_header import gc_paused
+from dayone.checkpoint.scan import scan_coverage
 from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.spec.manifest import DTYPE_BYTES, build_manifest
 

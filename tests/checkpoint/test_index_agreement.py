@@ -2,8 +2,8 @@
 
 Per-file counts and the number of expected names seen agree with a checkpoint where one shard holds a second copy of
 another shard's tensor in place of a missing one, or two shards swapped tensors; these must still be refused, naming
-the tensor (an InputError: exit 2), on every path: the byte proof with the index placed as text, the index parsed
-when its order is another, and the full check of check_coverage.
+the tensor (an InputError: exit 2), by the fast path (dayone.checkpoint.scan: each shard's names against the index
+read once) and by the plain reader (check_coverage).
 """
 
 import json
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 from cli_runner import integrate
-from dayone.checkpoint import coverage
-from dayone.checkpoint.coverage import check_coverage, scan_coverage
-from dayone.checkpoint.index_text import IndexText
+from dayone.checkpoint.coverage import check_coverage
 from dayone.checkpoint.reader import INDEX_NAME, open_local
+from dayone.checkpoint.scan import scan_coverage
 from dayone.checkpoint.writer import plan_shards, shard_name, write_shard
 from dayone.core.errors import InputError
 from dayone.spec.hf_config import to_hf_config
@@ -133,38 +132,6 @@ def test_an_agreeing_checkpoint_is_covered(tmp_path, kimi_linear, order):
     root = write(tmp_path / "ok", spec, shards, pairs, header_order)
     for verdict in verdicts(root, manifest):
         assert not isinstance(verdict, str) and verdict.ok, verdict
-
-
-def test_the_fast_paths_prove_agreement_without_the_full_check(tmp_path, kimi_linear, monkeypatch):
-    """Headers in manifest order are proven by text; another index order by the index read once for the parent.
-    Either way the parent's full re-reading of every header (checkpoint.shards) is not needed."""
-    spec, manifest = kimi_linear
-    shards = base_layout(manifest)
-    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
-    for label, pairs in (("in order", index_pairs(shards)), ("sorted", sorted(index_pairs(shards)))):
-        root = write(tmp_path / label, spec, shards, pairs)
-        result, shard_results = scan_coverage(manifest, open_local(root, read_headers=False))
-        assert result.ok
-        assert coverage.held_once_where_listed(shard_results, coverage.EntryTable(manifest), indexed=True)
-
-
-def test_placed_and_unplaced_shards_are_all_compared_with_the_index_read_once(tmp_path, kimi_linear, monkeypatch):
-    """The first shards in manifest order (their fragments placed), the others sorted by name (not placed: the index
-    lists them in manifest order): the parent reads the index once and compares every shard with it, a placed one by
-    its fragment's names; no full check."""
-    spec, manifest = kimi_linear
-    shards = base_layout(manifest)
-    root = write(tmp_path / "mixed", spec, shards, index_pairs(shards))
-    for i in (2, 3):
-        write_shard(root / shard_name(i, SHARDS), by_name(shards[i]), None)
-    fragments = []
-    fragment_names_text = IndexText.fragment_names_text
-    monkeypatch.setattr(IndexText, "fragment_names_text", lambda *a: fragments.append(1) or fragment_names_text(*a))
-    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
-    result, shard_results = scan_coverage(manifest, open_local(root, read_headers=False))
-    assert result.ok and len(fragments) == 2
-    assert [s.index.placement is not None for s in shard_results] == [True, True, False, False]
-    assert all(s.index.agrees and s.index.keys_distinct for s in shard_results)
 
 
 @pytest.mark.parametrize("order", list(ORDERS))

@@ -1,12 +1,12 @@
-"""The index read once for the parent (IndexText.names_by_file): each file's names sorted, one a line, and whether no
-name is listed twice, checked against json.loads of the same text; anything it cannot vouch for is None (the full
-check then parses the index and names what is wrong)."""
+"""The index read once for the scan's parent (dayone.checkpoint.scan.index.read_listing): each file's names sorted,
+one a line, and whether no name is listed twice, checked against json.loads of the same text; anything it cannot
+vouch for is None (the plain reader then parses the index and names what is wrong)."""
 
 import json
 
 import pytest
-from dayone.checkpoint import index_text
-from dayone.checkpoint.index_text import read_listing
+from dayone.checkpoint.scan import index as index_text
+from dayone.checkpoint.scan.index import read_listing
 
 
 def index_file(tmp_path, body: str):
@@ -52,5 +52,5 @@ def test_a_name_listed_twice_is_seen(tmp_path, order):
         '"a.w": "f1",\n    "b\\"w": "f1"',  # an escape: a quote need not end a string
     ],
 )
-def test_what_it_cannot_vouch_for_is_left_to_the_full_check(tmp_path, body):
+def test_what_it_cannot_vouch_for_is_left_to_the_plain_reader(tmp_path, body):
     assert read_listing(index_file(tmp_path, body)) is None

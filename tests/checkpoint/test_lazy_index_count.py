@@ -13,8 +13,8 @@ import pytest
 from cli_runner import assert_bad_input, integrate
 from click.testing import CliRunner
 from dayone.checkpoint import coverage, reader
-from dayone.checkpoint.coverage import scan_coverage
 from dayone.checkpoint.reader import INDEX_NAME, open_local
+from dayone.checkpoint.scan import scan_coverage
 from dayone.checkpoint.writer import plan_shards, shard_name, write_shard
 from dayone.commands.inspect_cmd import inspect
 from dayone.spec.hf_config import to_hf_config
@@ -57,8 +57,8 @@ def never_counted(monkeypatch):
 
 @pytest.mark.parametrize("sort_index", [False, True], ids=["index in manifest order", "index sorted by name"])
 def test_a_proven_index_is_not_counted(tmp_path, kimi_linear, never_counted, sort_index):
-    """Placed as text (manifest order) or read once alongside the scan (sorted by name): proven, never counted; the
-    per-file counts come from the scan."""
+    """Read once alongside the scan, in manifest order or sorted by name: proven, never counted; the per-file counts
+    come from the scan."""
     spec, manifest = kimi_linear
     shards = layout(manifest)
     pairs = pairs_of(shards)

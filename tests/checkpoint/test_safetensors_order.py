@@ -1,7 +1,7 @@
 """Headers in the safetensors library's own order, written by the library itself (safetensors.torch.save_file, as
 transformers' save_pretrained does for a real release), are proven byte for byte against the text the manifest
-predicts, with no JSON parsed per entry and the index read once for the parent; anything off in them is refused by
-the proof and named through the real `integrate inspect`.
+predicts (dayone.checkpoint.scan.proof), with no JSON parsed per entry and the index read once for the parent;
+anything off in them is refused by the proof and named through the real `integrate inspect`.
 """
 
 import importlib.util
@@ -13,20 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 from cli_runner import assert_bad_input, integrate
-from dayone.checkpoint import coverage, header_scan
-from dayone.checkpoint.coverage import scan_coverage
-from dayone.checkpoint.header_proof import (
-    RunChain,
-    prove_header,
-    prove_in_safetensors_order,
-    prove_written_in_order,
-)
-from dayone.checkpoint.header_scan import compare_entries
-from dayone.checkpoint.header_text import SAFETENSORS_DTYPE_ORDER
-from dayone.checkpoint.index_text import IndexText
-from dayone.checkpoint.index_text import read_listing as coverage_read_listing
+from dayone.checkpoint import scan
+from dayone.checkpoint.coverage import compare_entries
 from dayone.checkpoint.reader import INDEX_NAME, open_local
 from dayone.checkpoint.safetensors_header import read_header, read_header_bytes
+from dayone.checkpoint.scan import scan_coverage
+from dayone.checkpoint.scan.index import read_listing as scan_read_listing
+from dayone.checkpoint.scan.proof import Expected, RunChain, prove_header
+from dayone.checkpoint.scan.runs import ManifestRuns
+from dayone.checkpoint.scan.text import SAFETENSORS_DTYPE_ORDER
 from dayone.checkpoint.writer import plan_shards, shard_name, write_shard
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import EntryTable, ExpertGroup, Manifest, build_manifest
@@ -58,6 +53,18 @@ def as_rows(tensors) -> list[tuple]:
     return [(t.name, t.shape, t.dtype) for t in tensors]
 
 
+def expected(manifest: Manifest) -> Expected:
+    return Expected(EntryTable(manifest), ManifestRuns(manifest))
+
+
+def proof_of(path: Path, manifest_or_expected, chain: RunChain | None = None, raw: bytes | None = None, cut: int = 0):
+    """prove_header on the shard at `path` (or on `raw` in place of its header; `cut` bytes short of its data)."""
+    header, data_start, file_size = read_header_bytes(path)
+    table = manifest_or_expected if isinstance(manifest_or_expected, Expected) else expected(manifest_or_expected)
+    data_size = file_size - data_start - cut
+    return prove_header(header if raw is None else raw, data_size, path, path.name, table, chain)
+
+
 @pytest.fixture(scope="module")
 def tiny_k3():
     """The K3 at tiny scale: BF16 and F32 tensors, MXFP4 expert blocks and scales in U8, 96 shards."""
@@ -77,7 +84,7 @@ def header_text(path: Path) -> str:
 
 
 def test_the_library_orders_by_dtype_alignment_then_name(tmp_path):
-    """What header_text.SAFETENSORS_DTYPE_ORDER says of the library, checked on a file it writes: entries by dtype
+    """What scan.text.SAFETENSORS_DTYPE_ORDER says of the library, checked on a file it writes: entries by dtype
     descending in that order, then by name; data laid out in the same order; __metadata__ first; the header padded
     with spaces to a multiple of 8 bytes. The benchmark's copy of a release (benchmarks/cli.py) writes the same bytes."""
     rows = [
@@ -110,30 +117,26 @@ def test_the_library_orders_by_dtype_alignment_then_name(tmp_path):
 def test_a_release_the_library_wrote_is_proven_byte_for_byte(release, tiny_k3):
     """Every shard proven as the run of the manifest it holds, in the library's order, as the workers do it (each
     run found from the one before), and from the header alone (a worker's first shard); the verdict is the parsed,
-    entry-by-entry one, and the runs tile the manifest."""
+    entry-by-entry one, and the shards hold every tensor once."""
     _, manifest = tiny_k3
-    table = EntryTable(manifest)
-    paths = sorted(release.glob("*.safetensors"))
+    table = expected(manifest)
     chain = RunChain()
-    runs = []
-    for path in paths:
-        raw, data_start, file_size = read_header_bytes(path)
+    names = []
+    for path in sorted(release.glob("*.safetensors")):
         header = read_header(path)
-        parsed = compare_entries(path.name, header.entries, header.bytes_by_dtype, table)
-        for proven in (
-            prove_in_safetensors_order(raw, file_size - data_start, path, path.name, table, chain=chain),
-            prove_in_safetensors_order(raw, file_size - data_start, path, path.name, EntryTable(manifest)),
-        ):
+        parsed = compare_entries(path.name, header.entries, header.bytes_by_dtype, table.table)
+        for proven in (proof_of(path, table, chain), proof_of(path, manifest)):
             assert proven is not None, path.name
             assert (proven.tensors, proven.seen, proven.bytes_by_dtype) == (
                 parsed.tensors,
                 parsed.seen,
                 parsed.bytes_by_dtype,
             )
+            assert proven.names_text == "\n".join(sorted(header.entries)).encode()
+        assert chain.proof.__name__ == "_in_safetensors_order"
         assert not parsed.unexpected and not parsed.wrong_shape and not parsed.wrong_dtype
-        runs.append((proven.first_at, proven.tensors))
-    assert sum(count for _, count in runs) == len(manifest) == 7044
-    assert all(a + n == b for (a, n), (b, _) in itertools.pairwise(runs)) and runs[0][0] == 0
+        names += header.entries
+    assert sorted(names) == sorted(t.name for t in manifest.tensors) and len(names) == 7044
 
 
 def test_i8_scales_are_proven_too(tmp_path, tiny_k3):
@@ -152,25 +155,22 @@ def test_i8_scales_are_proven_too(tmp_path, tiny_k3):
     assert {t.dtype for t in with_i8.tensors} == {"BF16", "F32", "U8", "I8"}
     shards = [as_rows(shard) for shard in plan_shards(with_i8.tensors, 8)]
     root = library_release(tmp_path / "i8", to_hf_config(spec), shards)
-    table = EntryTable(with_i8)
+    table = expected(with_i8)
     chain = RunChain()
     for path in sorted(root.glob("*.safetensors")):
-        raw, data_start, file_size = read_header_bytes(path)
-        proven = prove_in_safetensors_order(raw, file_size - data_start, path, path.name, table, chain=chain)
+        proven = proof_of(path, table, chain)
         assert proven is not None and proven.bytes_by_dtype == read_header(path).bytes_by_dtype, path.name
-    # Against the manifest that expects U8 scales, no proof holds: the full check names them.
-    raw, data_start, file_size = read_header_bytes(path)
-    assert prove_header(raw, file_size - data_start, path, path.name, EntryTable(manifest)) is None
+    # Against the manifest that expects U8 scales, no proof holds: the plain reader names them.
+    assert proof_of(path, manifest) is None
 
 
 def test_any_change_to_a_library_written_header_is_refused(release, tiny_k3):
-    """No proof (of the three) says yes to a header with one thing changed; the entry-by-entry check then names it."""
+    """No proof (of the two) says yes to a header with one thing changed; the plain reader then names it."""
     _, manifest = tiny_k3
     path = release / SHARD
-    raw, data_start, file_size = read_header_bytes(path)
-    data_size = file_size - data_start
+    raw = read_header_bytes(path)[0]
     text = raw.decode()
-    assert prove_header(raw, data_size, path, path.name, EntryTable(manifest)) is not None
+    assert proof_of(path, manifest) is not None
     first = text.index('"data_offsets":[0,') + len('"data_offsets":[')
     name, entry = a_tensor(release, "BF16", dims=2)
     rows, cols = entry["shape"][:2]
@@ -189,8 +189,8 @@ def test_any_change_to_a_library_written_header_is_refused(release, tiny_k3):
     }
     for label, changed in changes.items():
         assert changed != text, label
-        assert prove_header(changed.encode(), data_size, path, path.name, EntryTable(manifest)) is None, label
-    assert prove_header(raw, data_size - 1, path, path.name, EntryTable(manifest)) is None  # a byte short
+        assert proof_of(path, manifest, raw=changed.encode()) is None, label
+    assert proof_of(path, manifest, cut=1) is None  # a byte short
 
 
 def swap_first_two_entries(text: str) -> str:
@@ -204,27 +204,22 @@ def swap_first_two_entries(text: str) -> str:
 def test_inspect_proves_it_with_no_json_parsed_per_entry_and_the_index_read_once(
     release, tiny_k3, monkeypatch, tmp_path
 ):
-    """The whole scan through the proofs: no shard goes to the bulk parse or the entry-by-entry check, no worker
-    parses the index, the parent reads it once (in a process alongside the workers) and finds it agrees."""
+    """The whole scan through the proof: no shard goes to the plain reader, the parent reads the index once (in a
+    process alongside the workers) and finds it agrees: the plain reader's verdict is never asked for."""
     _, manifest = tiny_k3
     reads = tmp_path / "reads"  # one line per reading of the index, in whichever process it ran
 
     def read_listing(path):
         with open(reads, "a") as f:
             f.write(f"{path}\n")
-        return coverage_read_listing(path)
+        return scan_read_listing(path)
 
-    def refuse(*_):
-        pytest.fail("a shard left the byte proof")
-
-    monkeypatch.setattr(header_scan, "parse_header_bytes", refuse)
-    monkeypatch.setattr(header_scan, "read_header", refuse)
-    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
-    monkeypatch.setattr(IndexText, "parse", lambda *_: pytest.fail("the index was parsed whole"))
-    monkeypatch.setattr(coverage, "read_listing", read_listing)
+    monkeypatch.setattr(scan.workers, "read_header", lambda *_: pytest.fail("a shard left the byte proof"))
+    monkeypatch.setattr(scan, "reference_coverage", lambda *_: pytest.fail("fell back to the plain reader"))
+    monkeypatch.setattr(scan, "read_listing", read_listing)
     result, shards = scan_coverage(manifest, open_local(release, read_headers=False))
     assert result.ok and len(shards) == 96 and reads.read_text() == f"{release / INDEX_NAME}\n"
-    assert all(s.index.agrees and s.index.keys_distinct and s.names_text for s in shards)
+    assert all(s.names_text for s in shards)
 
     report = integrate("inspect", release, "--json")
     assert report.code == 0, report.err
@@ -233,20 +228,19 @@ def test_inspect_proves_it_with_no_json_parsed_per_entry_and_the_index_read_once
 
 def test_shards_holding_runs_out_of_file_order_are_proven(tmp_path, tiny_k3, monkeypatch):
     """The files hold the manifest's runs in reverse: no shard's run follows its predecessor's in a worker, so each is
-    found from its own names; still no bulk parse and no full check."""
+    found from its own names; still no plain reading."""
     spec, manifest = tiny_k3
     shards = [as_rows(shard) for shard in plan_shards(manifest.tensors, 12)][::-1]
     root = library_release(tmp_path / "reversed", to_hf_config(spec), shards)
-    monkeypatch.setattr(header_scan, "parse_header_bytes", lambda *_: pytest.fail("a shard left the byte proof"))
-    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
+    monkeypatch.setattr(scan.workers, "read_header", lambda *_: pytest.fail("a shard left the byte proof"))
+    monkeypatch.setattr(scan, "reference_coverage", lambda *_: pytest.fail("fell back to the plain reader"))
     result, proven = scan_coverage(manifest, open_local(root, read_headers=False))
-    assert result.ok and min(s.first_at for s in proven) == 0 and proven[0].first_at > proven[-1].first_at
+    assert result.ok and sum(s.tensors for s in proven) == len(manifest)
 
 
-def test_library_headers_under_dayones_index_are_placed(tmp_path, tiny_k3, monkeypatch):
-    """Half the shards by dayone's writer, half by the library, under an index in manifest order (dayone's): each
-    library shard is proven as the run it holds, so its fragment, in manifest order, is placed too; the index is never
-    read whole."""
+def test_library_and_dayone_headers_under_dayones_index_are_proven(tmp_path, tiny_k3, monkeypatch):
+    """Half the shards by dayone's writer (manifest order), half by the library, under an index in manifest order:
+    each header is proven by one of the two proofs, the index read once; no plain reading."""
     spec, manifest = tiny_k3
     shards = list(plan_shards(manifest.tensors, 12))
     root = library_release(tmp_path / "mixed", to_hf_config(spec), [as_rows(shard) for shard in shards])
@@ -254,13 +248,10 @@ def test_library_headers_under_dayones_index_are_placed(tmp_path, tiny_k3, monke
         write_shard(root / shard_name(i, 12), list(shard), None)
     weight_map = {t.name: shard_name(i, 12) for i, shard in enumerate(shards) for t in shard}
     (root / INDEX_NAME).write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}, indent=2))
-    monkeypatch.setattr(coverage, "read_listing", lambda *_: pytest.fail("the index was read whole"))
-    monkeypatch.setattr(coverage, "explain_misplaced", lambda *_: pytest.fail("fell back to the full check"))
+    monkeypatch.setattr(scan.workers, "read_header", lambda *_: pytest.fail("a shard left the byte proof"))
+    monkeypatch.setattr(scan, "reference_coverage", lambda *_: pytest.fail("fell back to the plain reader"))
     result, proven = scan_coverage(manifest, open_local(root, read_headers=False))
-    assert result.ok and all(s.index.placement for s in proven)
-    library_shard = root / shard_name(7, 12)
-    raw, data_start, file_size = read_header_bytes(library_shard)
-    assert prove_written_in_order(raw, file_size - data_start, library_shard, "x", EntryTable(manifest)) is None
+    assert result.ok and len(proven) == 12
 
 
 def resave(root: Path, file: str, change) -> None:

@@ -1,11 +1,11 @@
 """A shard header compared byte for byte with the compact JSON its tensors would be written as: no JSON parsed per entry.
 
-Both ways a shard's tensors are written put each one's data right after the previous one's, in the order the header
-lists them, as compact JSON `{"__metadata__":{...},"name":{"dtype":"BF16","shape":[7168],"data_offsets":[0,14336]},
-...}`: dayone's writer in manifest order, the safetensors library (`serialize` in safetensors/src/tensor.rs) by dtype
-alignment descending (its Dtype enum's order: F32, BF16, I8, U8, ...), then by name, padded with spaces to a multiple of
-8 bytes. So given the names in the header's order and the manifest's (shape, dtype, bytes) for each, the whole text
-is known, offsets included; `proven_by_dtype` generates it and compares it whole. Equal texts are a proof at least as
+The safetensors library (`serialize` in safetensors/src/tensor.rs, which transformers' save_pretrained calls) writes
+a shard's tensors by dtype alignment descending (its Dtype enum's order: F32, BF16, I8, U8, ...), then by name, each
+one's data right after the previous one's, as compact JSON `{"__metadata__":{...},"name":{"dtype":"BF16",
+"shape":[7168],"data_offsets":[0,14336]},...}` padded with spaces to a multiple of 8 bytes. So
+given the names in the header's order and the manifest's (shape, dtype, bytes) for each, the whole text is known,
+offsets included; `proven_by_dtype` generates it and compares it whole. Equal texts are a proof at least as
 strict as parsing the header and checking every entry: each tensor has the manifest's shape and dtype, the offsets
 tile the data region, nothing else is there. (__metadata__, a few strings in any order, is parsed and checked.)
 """
@@ -27,11 +27,11 @@ JSON_SPACE = " \t\n\r"
 _NBYTES_OF = itemgetter(2)
 
 
-def refuse_float(token: str):
-    raise ValueError(f"non-integer number {token}")  # no header field is a float: the full check names it
+def _refuse_float(token: str):
+    raise ValueError(f"non-integer number {token}")  # no header field is a float: the plain reader names it
 
 
-METADATA_DECODER = json.JSONDecoder(parse_float=refuse_float, parse_constant=refuse_float)
+METADATA_DECODER = json.JSONDecoder(parse_float=_refuse_float, parse_constant=_refuse_float)
 
 
 def tensors_start(text: str, path: Path) -> int | None:
@@ -102,7 +102,7 @@ def proven_by_dtype(text: str, start: int, names: list[str], entries: list[tuple
     JSON whitespace (safetensors pads with spaces); None otherwise.
 
     The names must be printable with no quote or backslash (written as is in JSON): the caller checks it once for
-    the whole manifest (EntryTable.plain_names)."""
+    the whole manifest (ManifestRuns.plain_names)."""
     bounds = list(map(str, accumulate(map(_NBYTES_OF, entries), initial=0)))
     if bounds[-1] != str(data_size):
         return None
