@@ -44,7 +44,7 @@ import re
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
-from dayone.synth.scale import scaled_vision, stand_in_name, token_ids_at_end  # it imports this module lazily
+from dayone.synth.stand_in import scaled_vision, stand_in_name, token_ids_at_end
 
 FAITHFUL_VOCAB = 256
 SHAPE_CLASS_TILE = 128  # the largest power-of-two tile a shrunk width keeps as a divisor
