@@ -21,6 +21,7 @@ from dayone.kernels.kda.chunk import (
 from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
 from dayone.kernels.kda.chunk_backward import kda_chunk_backward_kernel, kda_chunk_states_kernel
 from dayone.kernels.kda.chunk_backward import pick_block_v as backward_block_v
+from dayone.kernels.kda.chunk_backward_intra import BLOCK_K, NUM_WARPS, kda_chunk_intra_backward_kernel
 from dayone.kernels.kda.recurrent import kda_decode_kernel
 from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -145,13 +146,16 @@ TRAINING_KNOWN_SPILLS = {
     ("chunk_backward", 256): 4400,  # K = 192, sm_100: 1476 + 2924
     ("chunk_backward.ht", 256): 5132,  # K = 256, sm_100
 }
+# The in-chunk backward takes 16 channels a program whatever the head dim: 255 registers and 112 B stored + 112 B
+# loaded on sm_90 (20 + 20 on sm_100) at every K measured.
+INTRA_BACKWARD_KNOWN_SPILLS = 224
 
 
 def training_specializations(dims: KernelDims) -> list[Specialization]:
     """The backward's instances at the spec's head dim: the states walk with and without initial states, the backward
-    walk with and without a final-state gradient (training sends none). Their inputs are the fp32 WY intermediates
-    whatever the model's dtype; the dots are TF32 (IEEE=False) for a 16-bit model, IEEE for an fp32 one, as the
-    forward's. Spill budgets: TRAINING_KNOWN_SPILLS."""
+    walk with and without a final-state gradient (training sends none), and the in-chunk products' backward. Their
+    inputs are the fp32 WY intermediates whatever the model's dtype; the dots are TF32 (IEEE=False) for a 16-bit
+    model, IEEE for an fp32 one, as the forward's. Spill budgets: TRAINING_KNOWN_SPILLS, INTRA_BACKWARD_KNOWN_SPILLS."""
     if dims.kda_num_heads == 0:
         return []
     K = V = dims.kda_head_dim
@@ -174,10 +178,19 @@ def training_specializations(dims: KernelDims) -> list[Specialization]:
             ("kda.chunk_backward", kda_chunk_backward_kernel, backward, "HAS_FINAL_GRAD", ".ht" if value else ""),
         )
     ]
+    intra = {
+        **dict.fromkeys(["q", "k", "g", "dAqk", "dAkk", "dq", "dk", "dg"], "*fp32"), "H": "i32",
+        **dict.fromkeys(["K", "BT", "BK", "IEEE"], "constexpr"),
+    }  # fmt: skip
+    intra_shape = {"K": K, "BT": CHUNK, "BK": BLOCK_K, "IEEE": shape["IEEE"]}
     return [
         Specialization(n, fn, sig, shape | flag, num_warps=4, num_stages=1,
                        known_spill_bytes=TRAINING_KNOWN_SPILLS.get((n.removeprefix("kda."), tile_width(K)), 0))
         for n, fn, sig, flag in instances
+    ] + [
+        Specialization("kda.chunk_intra_backward", kda_chunk_intra_backward_kernel, intra, intra_shape,
+                       num_warps=NUM_WARPS, num_stages=1,
+                       known_spill_bytes=INTRA_BACKWARD_KNOWN_SPILLS)
     ]  # fmt: skip
 
 

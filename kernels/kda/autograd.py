@@ -6,10 +6,12 @@ What runs where:
   the gate's activation from A_log / dt_bias, beta's sigmoid), elementwise work whose gradients autograd gives
   exactly and cheaply.
 - forward: chunk.py's two kernels on the prepared inputs (gate "none", no in-kernel norm or sigmoid, scale 1).
-- backward: the chunk-local WY / UT-transform of every chunk recomputed in torch (torch_chunk.py's `intra_chunk`,
-  all chunks at once, no loop over chunks), the recurrence over chunks in Triton both ways (the states recomputed,
-  then the state gradient walked back, with the gradients through the states), and the chunk-local part
-  differentiated by autograd from those gradients.
+- backward: the chunk-local WY / UT-transform of every chunk recomputed in torch (torch_chunk.py's formulas, all
+  chunks at once, no loop over chunks); the recurrence over chunks in Triton both ways (chunk_backward.py: the
+  states recomputed, then the state gradient walked back, with the gradients through the states); from those, torch
+  autograd differentiates the chunk-local part, whose in-chunk products A_qk and A_kk (`IntraChunk`) have their
+  backward in Triton too (chunk_backward_intra.py): what stays in torch is the triangular inverse's backward
+  (batched [64, 64] matmuls) and elementwise work.
 The readable reference of the whole is torch_chunk_autograd.py (the same algorithm, differentiated by autograd), the
 CPU training path; tests/kernels/test_kda_triton_backward.py checks this one in the interpreter against autograd of
 the fp64 per-token recurrence.
@@ -22,17 +24,35 @@ import itertools
 import torch
 from dayone.kernels.kda.chunk import CHUNK, chunk_kda_triton
 from dayone.kernels.kda.chunk_backward import chunk_backward_triton
+from dayone.kernels.kda.chunk_backward_intra import intra_chunk_backward_triton
 from dayone.kernels.kda.reference import prepare_inputs
 from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
 
 
-def chunk_local(qc, kc, vc, gc, bc):
+class IntraChunk(torch.autograd.Function):
+    """torch_chunk.py's `intra_chunk` before beta: (q, k, g) [C, H, BT, K] -> (A~_kk, A_qk) [C, H, BT, BT], with the
+    backward in Triton (chunk_backward_intra.py)."""
+
+    @staticmethod
+    def forward(ctx, qc, kc, gc, ieee):
+        ctx.save_for_backward(qc, kc, gc)
+        ctx.ieee = ieee
+        return intra_chunk(qc, kc, gc, qc.new_ones(qc.shape[:3]))
+
+    @staticmethod
+    def backward(ctx, dAkk, dAqk):
+        qc, kc, gc = ctx.saved_tensors
+        return *intra_chunk_backward_triton(qc, kc, gc, dAqk, dAkk, ieee=ctx.ieee), None
+
+
+def chunk_local(qc, kc, vc, gc, bc, ieee):
     """The WY intermediates of every chunk (torch_chunk.py's formulas), differentiable.
 
-    qc, kc, gc: [C, H, BT, K]; vc: [C, H, BT, V]; bc: [C, H, BT]. Returns qg, kg, w [C, H, BT, K], u [C, H, BT, V],
-    Aqk [C, H, BT, BT] and gl [C, H, K] (the decay over the whole chunk)."""
+    qc, kc, gc: [C, H, BT, K]; vc: [C, H, BT, V]; bc: [C, H, BT]; ieee: IEEE fp32 dots in the Triton part. Returns
+    qg, kg, w [C, H, BT, K], u [C, H, BT, V], Aqk [C, H, BT, BT] and gl [C, H, K] (the decay over the whole chunk)."""
     K = qc.shape[-1]
-    Akk, Aqk = intra_chunk(qc, kc, gc, bc)
+    Akk, Aqk = IntraChunk.apply(qc, kc, gc, ieee)
+    Akk = Akk * bc[..., None]
     eG = decay(gc.cumsum(2))
     eye = torch.eye(CHUNK, device=qc.device)
     inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
@@ -70,19 +90,19 @@ class ChunkKDAFunction(torch.autograd.Function):
             return torch.cat([x, x.new_zeros(1, *x.shape[1:])])[rows].movedim(2, 1)
 
         do = torch.zeros_like(v) if do is None else do
+        ieee = v.dtype == torch.float32  # IEEE fp32 dots for an fp32 model, TF32 for a 16-bit one, as the forward's
         leaves = [x.detach().float().requires_grad_() for x in (qn, kn, v, log_decay, beta)]
         with torch.enable_grad():
             qc, kc, vc, gc, bc = (chunks(x) for x in leaves)
-            local = chunk_local(qc, kc, vc, gc, bc[..., 0])
+            local = chunk_local(qc, kc, vc, gc, bc[..., 0], ieee)
         offsets = torch.tensor([*first, first[-1] + counts[-1]] if counts else [0], dtype=torch.int32)
+        h0, dfinal = (None if x is None else x.float().contiguous() for x in (h0, dfinal))
         grads = chunk_backward_triton(
-            *(x.detach().contiguous() for x in local), chunks(do.float()).contiguous(), None if h0 is None else h0.float().contiguous(),
-            None if dfinal is None else dfinal.float().contiguous(), offsets.to(qn.device),
-            ieee=v.dtype == torch.float32,
+            *(x.detach().contiguous() for x in local), chunks(do.float()).contiguous(), h0, dfinal,
+            offsets.to(qn.device), ieee,
         )  # fmt: skip
         dqn, dkn, dv, dg, dbeta = torch.autograd.grad(local, leaves, grads[:6])
-        dh0 = None if h0 is None else grads[6].to(h0.dtype)
-        return dqn, dkn, dv.to(v.dtype), dg, dbeta, dh0, None, None
+        return dqn, dkn, dv.to(v.dtype), dg, dbeta, None if h0 is None else grads[6], None, None
 
 
 def chunk_kda_triton_autograd(
