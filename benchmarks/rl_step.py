@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 def build(scale: str):
     from dayone.adapters.megatron import build_model
-    from dayone.adapters.megatron.verify import tiny_stand_in
+    from dayone.programs.megatron.verify import tiny_stand_in
     from dayone.spec.registry import load_spec
     from dayone.synth import scaled_spec
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     import torch.distributed as dist
     from dayone.adapters.megatron import kda as kda_layer
-    from dayone.adapters.megatron.verify import _free_port
+    from dayone.programs.megatron.verify import _free_port
     from megatron.core import parallel_state as ps
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}

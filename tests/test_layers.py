@@ -1,11 +1,14 @@
 """dayone's layers read top to bottom, proved on the source by static analysis: every import of every module (at
-module level, inside functions, relative, and importlib.import_module on a "dayone..." name) goes to its own layer
-or one below. The layers, bottom to top (docs/architecture.md):
+module level, inside functions, relative, importlib.import_module on a "dayone..." name or f-string) and every
+module it names in a string (a `python -m dayone...` command line, a table of module names handed to import_module
+or to a subprocess) goes to its own layer or one below, and no modules import each other round in a cycle. The
+layers, bottom to top (docs/architecture.md):
 
     core < spec < kernels < adapters < pipeline domain < commands < cli
 
-A violation fails with the importing file, its line and the layer it reached into. The checker is itself tested on
-a synthetic tree with one planted violation of each kind, so a checker that sees nothing cannot pass."""
+A violation fails with the importing file, its line and the layer it reached into (or the cycle). The checker is
+itself tested on a synthetic tree with one planted violation of each kind, so a checker that sees nothing cannot
+pass."""
 
 from __future__ import annotations
 
@@ -39,20 +42,6 @@ PREFIXES = {
 }
 DOMAIN = "domain"  # every other dayone.* module: checkpoint, synth, validate, run, dashboard, present, ...
 
-# Programs the tests and `generate --check` run as `python -m` in the Megatron peer: each composes a synthetic
-# checkpoint (dayone.synth) with the Megatron adapters, so, like the CLI, it is an entry point in the top layer:
-# they may import each other, nothing below may import them, and each must run as a program (the test checks).
-PROGRAMS = frozenset(
-    {
-        "dayone.adapters.megatron.bridge_round_trip",
-        "dayone.adapters.megatron.check_bridge",
-        "dayone.adapters.megatron.check_miles",
-        "dayone.adapters.megatron.miles_trainer",
-        "dayone.adapters.megatron.train_step",
-        "dayone.adapters.megatron.verify",
-    }
-)
-
 
 @dataclass(frozen=True)
 class Import:
@@ -62,9 +51,7 @@ class Import:
     line: int
 
 
-def layer_of(module: str, programs: frozenset[str] = PROGRAMS) -> str:
-    if module in programs:
-        return "cli"
+def layer_of(module: str) -> str:
     parts = module.split(".")
     for n in range(len(parts), 0, -1):
         found = PREFIXES.get(".".join(parts[:n]))
@@ -93,7 +80,10 @@ def installed_layout() -> dict[str, Path]:
 
 
 def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
-    """Every dayone module `module` imports, wherever in the file the import statement is."""
+    """Every dayone module `module` imports, wherever in the file the import statement is, and every one it names:
+    a string that is a module's whole name, or an f-string that begins with "dayone." (a module of the package its
+    constant part names). A module run by name (`python -m`, or import_module of a variable) is named somewhere as a
+    string: the file that names it reaches it."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -110,6 +100,9 @@ def imports_of(module: str, path: Path, known: set[str]) -> list[Import]:
             targets = [f"{origin}.{a.name}" if f"{origin}.{a.name}" in known else origin for a in node.names]
         elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
             targets = [_module_name(node.args[0])]
+        elif isinstance(node, (ast.Constant, ast.JoinedStr)):
+            named = _module_name(node)
+            targets = [named] if named in known and named != module else []
         found += [Import(module, t, path, node.lineno) for t in targets if t == "dayone" or t.startswith("dayone.")]
     return found
 
@@ -134,7 +127,7 @@ def _module_name(arg: ast.expr) -> str:
 class Violation:
     file: Path
     line: int
-    target: str  # the module imported (for a program that cannot run: the program itself)
+    target: str  # the module imported (for a cycle: the next module round it)
     message: str
 
     def __str__(self) -> str:
@@ -145,21 +138,107 @@ class Violation:
         return f"{where}:{self.line}: {self.message}"
 
 
-def violations(package_dirs: dict[str, Path], programs=PROGRAMS) -> list[Violation]:
+def violations(package_dirs: dict[str, Path]) -> list[Violation]:
     modules = modules_under(package_dirs)
     known = set(modules)
     problems = []
     for module, path in modules.items():
         for imp in dict.fromkeys(imports_of(module, path, known)):  # `from m import a, b`: one edge
-            src, dst = layer_of(module, programs), layer_of(imp.target, programs)
+            src, dst = layer_of(module), layer_of(imp.target)
             if LAYERS.index(dst) > LAYERS.index(src):
                 message = f"{src} module {module} imports {dst} module {imp.target}"
                 problems.append(Violation(path, imp.line, imp.target, message))
-    for program in sorted(programs & known):
-        if "__main__" not in modules[program].read_text():
-            message = f"{program} is listed as a program but never runs as one (no __main__ guard)"
-            problems.append(Violation(modules[program], 1, program, message))
     return problems
+
+
+def cycles(package_dirs: dict[str, Path]) -> list[Violation]:
+    """Modules that import each other round (at module level, in a function or by name): one Violation per cycle,
+    at the first module's import of the next. Within a layer as across them, the rooms import one way."""
+    modules = modules_under(package_dirs)
+    known = set(modules)
+    edges: dict[str, dict[str, Import]] = {module: {} for module in modules}
+    for module, path in modules.items():
+        for imp in imports_of(module, path, known):
+            target = imp.target
+            while target not in known and "." in target:  # `from dayone.x import name`: the module dayone.x
+                target = target.rpartition(".")[0]
+            if target in known and target != module:
+                edges[module].setdefault(target, imp)
+    problems = []
+    for component in _strongly_connected(edges):
+        ring = _ring(component, edges)
+        first = edges[ring[0]][ring[1]]
+        message = "import cycle: " + " -> ".join([*ring, ring[0]])
+        problems.append(Violation(first.file, first.line, ring[1], message))
+    return problems
+
+
+def _strongly_connected(edges: dict[str, dict[str, Import]]) -> list[list[str]]:
+    """The components of more than one module (Tarjan's algorithm, iterative: the graph has hundreds of modules)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            step = next(targets, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(edges[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _ring(component: list[str], edges: dict[str, dict[str, Import]]) -> list[str]:
+    """One cycle through the component's first module, found by a breadth-first search back to it."""
+    start, members = component[0], set(component)
+    came_from = {start: ""}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(edges[node]):
+                if target == start:
+                    ring = [node]
+                    while came_from[ring[-1]]:
+                        ring.append(came_from[ring[-1]])
+                    return ring[::-1]
+                if target in members and target not in came_from:
+                    came_from[target] = node
+                    following.append(target)
+        frontier = following
+    return component
+
+
+def test_no_modules_import_each_other_round():
+    problems = cycles(installed_layout())
+    assert not problems, "import cycles:\n" + "\n".join(map(str, problems))
 
 
 def test_every_import_goes_down_the_layers():
@@ -179,7 +258,7 @@ def test_each_layer_is_where_the_picture_puts_it():
     assert {"dayone.adapters.weightmap", "dayone.templates", "dayone.checks.releases"} <= by_layer["adapters"]
     assert {"dayone.present", "dayone.checkpoint.spec_source", "dayone.run.stages"} <= by_layer["domain"]
     assert "dayone.commands.run_cmd" in by_layer["commands"] and "dayone.cli" in by_layer["cli"]
-    assert PROGRAMS <= set(modules), "a listed program was moved or renamed: update PROGRAMS"
+    assert "dayone.programs.megatron.verify" in by_layer["domain"]  # a program run in a peer: it composes synth
 
 
 # One planted violation of each kind the checker must see, in a synthetic tree laid out like the real one.
@@ -194,7 +273,14 @@ PLANTED = {
     "kernels/op/launch.py": "from ...adapters import model\n",  # relative import, two levels up
     "adapters/model.py": "from dayone.kernels.op import launch\n",
     "adapters/targets.py": "import importlib\nimportlib.import_module(f'dayone.run.{name}')\n",  # dynamic
-    "adapters/tool.py": "from dayone.synth import draw\nif __name__ == '__main__':\n    pass\n",  # a program
+    # Modules reached by name: a `python -m` command line, a table handed to import_module, an f-string `-m`.
+    "adapters/runs.py": "import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'dayone.synth.draw'])\n",
+    "adapters/table.py": "import importlib\nCHECKS = {'x': 'dayone.run.stages'}\n"
+    "def load(k):\n    return importlib.import_module(CHECKS[k])\n",
+    "adapters/fmt.py": "import sys\nCMD = [sys.executable, '-m', f'dayone.run.{NAME}']\n",
+    # A cycle inside a domain: one import at module level, the other inside a function.
+    "pipeline/synth/loop_a.py": "from dayone.synth import loop_b\n",
+    "pipeline/synth/loop_b.py": "def f():\n    from dayone.synth.loop_a import x\n",
     "pipeline/__init__.py": "",
     "pipeline/synth/__init__.py": "",
     "pipeline/synth/draw.py": "from dayone.adapters import model\n",
@@ -202,7 +288,6 @@ PLANTED = {
     "pipeline/run/stages.py": "from dayone import present\n",
     "pipeline/present.py": "",
     "pipeline/convert.py": "from dayone.commands.output import console\n",  # domain -> command module
-    "pipeline/uses_tool.py": "import dayone.adapters.tool\n",  # imports a program
     "pipeline/commands/__init__.py": "",
     "pipeline/commands/output.py": "from dayone.cli import main\n",
     "pipeline/cli.py": "from dayone.commands import output\n",
@@ -213,8 +298,10 @@ EXPECTED = {
     ("spec/upward.py", "dayone.kernels.op"),
     ("kernels/op/launch.py", "dayone.adapters.model"),
     ("adapters/targets.py", "dayone.run"),
+    ("adapters/runs.py", "dayone.synth.draw"),
+    ("adapters/table.py", "dayone.run.stages"),
+    ("adapters/fmt.py", "dayone.run"),
     ("pipeline/convert.py", "dayone.commands.output"),
-    ("pipeline/uses_tool.py", "dayone.adapters.tool"),
     ("pipeline/commands/output.py", "dayone.cli"),
 }
 
@@ -240,16 +327,20 @@ def found(problems: list[Violation], root: Path) -> set[tuple[str, str]]:
 
 
 def test_checker_finds_each_planted_violation_and_nothing_else(planted, tmp_path):
-    problems = violations(planted, programs=frozenset({"dayone.adapters.tool"}))
+    problems = violations(planted)
     assert found(problems, tmp_path) == EXPECTED, "\n".join(map(str, problems))
     lines = {(str(p.file.relative_to(tmp_path)), p.line) for p in problems}
     assert ("core/late.py", 2) in lines and ("kernels/op/launch.py", 1) in lines
 
 
-def test_checker_flags_a_program_that_cannot_run(planted, tmp_path):
-    (planted["dayone.adapters"] / "tool.py").write_text("from dayone.synth import draw\n")
-    problems = violations(planted, programs=frozenset({"dayone.adapters.tool"}))
-    assert ("adapters/tool.py", "dayone.adapters.tool") in found(problems, tmp_path)
-    # Not a program: its import of the domain climbs a layer.
-    problems = violations(planted, programs=frozenset())
-    assert ("adapters/tool.py", "dayone.synth.draw") in found(problems, tmp_path)
+def test_checker_finds_each_planted_cycle_and_nothing_else(planted, tmp_path):
+    """The cycle inside a domain, and the two that planted upward imports close (each also a layer violation)."""
+    problems = cycles(planted)
+    assert {(str(p.file.relative_to(tmp_path)), p.message) for p in problems} == {
+        ("pipeline/synth/loop_a.py", "import cycle: dayone.synth.loop_a -> dayone.synth.loop_b -> dayone.synth.loop_a"),
+        (
+            "adapters/model.py",
+            "import cycle: dayone.adapters.model -> dayone.kernels.op.launch -> dayone.adapters.model",
+        ),
+        ("pipeline/cli.py", "import cycle: dayone.cli -> dayone.commands.output -> dayone.cli"),
+    }

@@ -86,7 +86,7 @@ def check_target(
     result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
     result.problems["protocols"] = _protocols(spec, target, root, expected, tree)
     if target in ("miles", "megatron-bridge"):
-        from dayone.adapters.megatron.peer import adapter_checks, megatron_checks
+        from dayone.programs.megatron.runner import adapter_checks, megatron_checks
 
         result.megatron = {"model": megatron_checks(spec), "adapter": adapter_checks(spec, target)}
         result.problems["megatron"] = [f for r in result.megatron.values() for f in r.get("failures", [])]

@@ -2,7 +2,7 @@
 
 The checkpoint (dayone's synth, experts unquantized: training holds them in float) is served by one vLLM session
 with the generated vLLM adapter (pipeline/conform/probes/vllm_rl_session.py, the vLLM peer): it samples the
-rollout and scores it. Meanwhile the trainer (dayone.adapters.megatron.miles_trainer, the megatron peer) builds the
+rollout and scores it. Meanwhile the trainer (dayone.programs.megatron.miles_trainer, the megatron peer) builds the
 Megatron model through the generated Miles package, syncs its weights through Miles' own converter entry (the
 pinned Miles files in tests/data with the package's dispatch patch applied), scores the rollout, takes one SGD step
 and writes the updated weights; the still-running engine loads them through its models' load_weights and scores
@@ -72,9 +72,9 @@ def miles_tree(dest: Path, patch: str | None) -> Path:
 
 
 def run_iteration(root: Path) -> Iteration:
-    from dayone.adapters.megatron.train_step import stand_in
     from dayone.adapters.targets import common, miles, vllm
     from dayone.conform import peers
+    from dayone.programs.megatron.train_step import stand_in
     from dayone.synth import write_synthetic
 
     vllm_python = peers.peer_python("vllm")
@@ -111,7 +111,7 @@ def run_iteration(root: Path) -> Iteration:
         seconds["engine_start_and_rollout"] = round(time.monotonic() - start, 1)
         start = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "dayone.adapters.megatron.miles_trainer", SPEC, "--package", str(package),
+            [sys.executable, "-m", "dayone.programs.megatron.miles_trainer", SPEC, "--package", str(package),
              "--miles", str(tree), "--checkpoint", str(checkpoint), "--rollout", str(engine_out / "rollout.json"),
              "--out", str(trainer_out)],
             capture_output=True, text=True, timeout=900, check=False,

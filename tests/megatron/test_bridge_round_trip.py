@@ -1,5 +1,5 @@
 """HF -> Megatron -> HF through the generated Megatron-Bridge package's real mapping classes and provider, at TP 1
-and TP 2 x EP 2 on gloo (`dayone.adapters.megatron.bridge_round_trip`, in the megatron peer): every rank's loaded
+and TP 2 x EP 2 on gloo (`dayone.programs.megatron.bridge_round_trip`, in the megatron peer): every rank's loaded
 tensor is the weight map's, every checkpoint tensor comes back bitwise. The loop driving the mappings is written
 after model_bridge.py, which needs TransformerEngine: registration and AutoBridge stay "not run" with the reason."""
 
@@ -22,7 +22,7 @@ def test_round_trip_is_bitwise(parallel, tmp_path):
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.adapters.megatron.bridge_round_trip", "kimi-k3", str(tmp_path / "out"), *parallel],
+        [sys.executable, "-m", "dayone.programs.megatron.bridge_round_trip", "kimi-k3", str(tmp_path / "out"), *parallel],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

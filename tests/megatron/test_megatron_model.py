@@ -3,7 +3,7 @@ by .ci/setup.d/30-megatron.sh) on gloo CPU ranks: its tensors are exactly the we
 synthetic release-format checkpoint loads through the map and converts back bitwise, per-token log-probs agree with
 the reference tier within 1e-5 (fp32), so does the train/rollout parity Miles gates on (reference-tier rollout with
 cached decode, re-scored by the Megatron model), and in training (sequence parallel at TP 2) every parameter that can
-get a gradient on its rank gets a finite non-zero one. `dayone.adapters.megatron.verify` runs the checks in a process of its own with the peer on its path. Kimi Linear
+get a gradient on its rank gets a finite non-zero one. `dayone.programs.megatron.verify` runs the checks in a process of its own with the peer on its path. Kimi Linear
 (and K3 again) run through `integrate generate --check` in tests/generate/test_generate_command.py."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def run_verify(*args: str) -> tuple[int, dict, str]:
     )
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.adapters.megatron.verify", *args],
+        [sys.executable, "-m", "dayone.programs.megatron.verify", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

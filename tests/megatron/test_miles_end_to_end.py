@@ -59,8 +59,8 @@ def dispatch(tree, package_root, package: str, spec) -> dict:
 def test_the_patch_is_what_routes_our_name_to_our_converter(tmp_path):
     """Without the patch Miles' substring dispatch sends `dayone_kimi_k3_..._miles` to its own kimi_k3 converter
     (reported by its stand-in); with it, to the package's, which names the checkpoint's embedding."""
-    from dayone.adapters.megatron.train_step import stand_in
     from dayone.adapters.targets import common
+    from dayone.programs.megatron.train_step import stand_in
 
     spec = stand_in(SPEC, None)
     files = miles.files(spec)

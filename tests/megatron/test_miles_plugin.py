@@ -1,4 +1,4 @@
-"""The generated Miles package used as Miles uses it, in the megatron peer (`dayone.adapters.megatron.check_miles`): its arguments are all
+"""The generated Miles package used as Miles uses it, in the megatron peer (`dayone.programs.megatron.check_miles`): its arguments are all
 megatron-core config fields or Megatron-LM flags Miles passes, its `--spec` plugin builds megatron-core's GPTModel,
 and the weight-sync converter fed that model's parameters gives back the release's names and bytes. The dispatch
 patch is pinned to a Miles commit and file blob."""
@@ -25,7 +25,7 @@ def run_worker(tmp_path, *args: str) -> dict:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.adapters.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
+        [sys.executable, "-m", "dayone.programs.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)

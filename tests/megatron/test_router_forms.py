@@ -18,9 +18,9 @@ import pytest
 import yaml
 from dayone.adapters.megatron.config import model_fields, router_refusals
 from dayone.adapters.megatron.peer import RELEASE
-from dayone.adapters.megatron.verify import tiny_stand_in
 from dayone.adapters.targets import megatron_bridge, miles
 from dayone.core.errors import InputError
+from dayone.programs.megatron.verify import tiny_stand_in
 from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 
@@ -89,7 +89,7 @@ def test_tiny_stand_in_keeps_the_grouped_routing():
 ROUTING_SCRIPT = """
 import json, sys, torch
 from dayone.adapters.megatron.config import transformer_config
-from dayone.adapters.megatron.verify import tiny_stand_in
+from dayone.programs.megatron.verify import tiny_stand_in
 from dayone.adapters.model.config import get_tier
 from dayone.adapters.model.moe import Router
 from dayone.spec.registry import load_spec

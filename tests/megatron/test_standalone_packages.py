@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from dayone.adapters.megatron import check_bridge, vendor
+from dayone.adapters.megatron import vendor
 from dayone.adapters.megatron.peer import RELEASE
-from dayone.adapters.megatron.verify import synthetic_checkpoint, tiny_stand_in
 from dayone.adapters.targets import common, megatron_bridge, miles
 from dayone.checks.releases import RELEASES, TARGET_RELEASES
+from dayone.programs.megatron import check_bridge
+from dayone.programs.megatron.verify import synthetic_checkpoint, tiny_stand_in
 from dayone.spec.registry import load_spec, spec_to_dict
 
 HERE = Path(__file__).parent

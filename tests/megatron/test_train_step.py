@@ -1,6 +1,6 @@
 """One SGD step on the tiny checkpoint in the Megatron model (KDA trained through the chunked autograd path) and
 the same step in dayone's reference tier: the same loss and the same updated weights, every tensor, within 1e-5 in
-fp32 (`dayone.adapters.megatron.train_step`, run in the megatron peer). A planted mistake (the reference tier's
+fp32 (`dayone.programs.megatron.train_step`, run in the megatron peer). A planted mistake (the reference tier's
 derived tensors kept out of autograd) must be reported."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def run_step(*args: str) -> tuple[int, dict]:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.adapters.megatron.train_step", "kimi-k3", *args],
+        [sys.executable, "-m", "dayone.programs.megatron.train_step", "kimi-k3", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

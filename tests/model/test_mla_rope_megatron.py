@@ -1,6 +1,6 @@
 """Rotary MLA in megatron-core 0.16.1 (the peer in .venv/peers/megatron): a two-layer K3-shaped spec with YaRN rope
 (cos/sin amplitude and softmax mscale both active: mscale 1, mscale_all_dim 0.7; 18 tokens across a 16-token original
-context) built by `dayone.adapters.megatron.verify` on a gloo CPU rank, whose per-token log-probs must agree with the
+context) built by `dayone.programs.megatron.verify` on a gloo CPU rank, whose per-token log-probs must agree with the
 reference tier (itself checked against transformers' DeepseekV3Attention in test_mla_rope.py) within 1e-5 in fp32.
 With megatron-core left NoPE the same check reads 0.24 (measured once when this test was written)."""
 
@@ -36,7 +36,7 @@ def test_megatron_rotary_mla_matches_the_reference_tier(tmp_path):
     path = tmp_path / "kimi-k3-rope.yaml"
     path.write_text(spec_to_yaml(rope_k3({"theta": 50000.0, "scaling": YARN})))
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-m", "dayone.adapters.megatron.verify", str(path)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dayone.programs.megatron.verify", str(path)], capture_output=True,
                           text=True, env=env, timeout=600, check=False)  # fmt: skip
     start = proc.stdout.find("{")
     report = json.loads(proc.stdout[start:]) if start >= 0 else {}

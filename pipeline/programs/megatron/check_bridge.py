@@ -1,7 +1,7 @@
 """Run in the megatron peer (one gloo rank): the generated Megatron-Bridge package for a spec, as far as
 megatron-bridge 0.3.1 runs without TransformerEngine.
 
-    python -m dayone.adapters.megatron.check_bridge SPEC|FILE OUT_DIR [--layers N]
+    python -m dayone.programs.megatron.check_bridge SPEC|FILE OUT_DIR [--layers N]
 
 `import megatron.bridge` needs transformer_engine (megatron/bridge/peft/lora_layers.py, reached from the package's
 __init__ through conversion/model_bridge.py -> peft_bridge.py), so the real package __init__ files are not run: the
@@ -70,14 +70,14 @@ def main() -> None:
     args = parser.parse_args()
     spec_name, out = args.spec, args.out
     import torch.distributed as dist
-    from dayone.adapters.megatron.verify import _free_port, tiny_stand_in
+    from dayone.programs.megatron.verify import _free_port, tiny_stand_in
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
-    from dayone.adapters.megatron.verify import synthetic_checkpoint
     from dayone.adapters.targets import common, megatron_bridge
     from dayone.adapters.weightmap import build_weight_map, walk
+    from dayone.programs.megatron.verify import synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
     from megatron.core.process_groups_config import ProcessGroupCollection

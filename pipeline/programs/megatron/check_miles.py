@@ -1,6 +1,6 @@
 """Run in the megatron peer (one gloo rank): the generated Miles package for a spec, used as Miles uses it.
 
-    python -m dayone.adapters.megatron.check_miles SPEC|FILE OUT_DIR [--layers N] [--plant-argument FLAG]
+    python -m dayone.programs.megatron.check_miles SPEC|FILE OUT_DIR [--layers N] [--plant-argument FLAG]
 
 The model arguments become a megatron-core config as Megatron-LM makes one (TransformerConfig fields by name, the
 few Megatron-LM flags by what they set); every flag must be a field of megatron-core 0.16.1's (MLA)TransformerConfig
@@ -69,13 +69,13 @@ def main() -> None:
     args = parser.parse_args()
     spec_name, out, plant = args.spec, args.out, args.plant_argument
     import torch.distributed as dist
-    from dayone.adapters.megatron.verify import _free_port, tiny_stand_in
+    from dayone.programs.megatron.verify import _free_port, tiny_stand_in
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
-    from dayone.adapters.megatron.verify import synthetic_checkpoint
     from dayone.adapters.targets import common, miles
+    from dayone.programs.megatron.verify import synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
 

@@ -1,6 +1,6 @@
 """Checks of the Megatron model against the weight map and dayone's reference tier, run with megatron-core on gloo.
 
-    python -m dayone.adapters.megatron.verify SPEC|FILE --world-size 2 --tp 2 --ep 2 [--layers N]
+    python -m dayone.programs.megatron.verify SPEC|FILE --world-size 2 --tp 2 --ep 2 [--layers N]
 
 On each rank: build the model of the spec at tiny scale; its state (parameters and persistent buffers) must be
 exactly the weight map's Megatron side for that rank; a synthetic release-format checkpoint (MXFP4 experts as the

@@ -1,6 +1,6 @@
 """One optimizer step in the Megatron model against the same step in dayone's reference tier (fp32, one gloo rank).
 
-    python -m dayone.adapters.megatron.train_step SPEC|FILE [--layers N] [--lr LR]
+    python -m dayone.programs.megatron.train_step SPEC|FILE [--layers N] [--lr LR]
 
 Both models load the same synthetic checkpoint of the tiny stand-in, take the same batch, compute the same loss
 (mean next-token cross-entropy, fp32 logits) and take one plain SGD step. The reference tier holds its weights as
@@ -33,7 +33,7 @@ LIMIT = 1e-5  # fp32, the loss and every updated weight
 
 
 def stand_in(spec_name: str, layers: int | None):
-    from dayone.adapters.megatron.verify import tiny_stand_in
+    from dayone.programs.megatron.verify import tiny_stand_in
     from dayone.spec.registry import load_spec, spec_to_dict
     from dayone.spec.schema import ModelSpec
 
@@ -98,7 +98,7 @@ def reference_step(spec, tensors, ids, lr: float, plant: str | None = None) -> t
 
 def run(spec_name: str, layers: int | None, lr: float, plant: str | None = None) -> dict:
     import torch.distributed as dist
-    from dayone.adapters.megatron.verify import _free_port, synthetic_checkpoint
+    from dayone.programs.megatron.verify import _free_port, synthetic_checkpoint
     from megatron.core import parallel_state as ps
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}

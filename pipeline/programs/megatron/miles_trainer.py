@@ -1,6 +1,6 @@
 """The trainer side of one Miles RL iteration, in the megatron peer (one gloo rank, fp32).
 
-    python -m dayone.adapters.megatron.miles_trainer SPEC|FILE --package DIR --miles DIR --checkpoint DIR \
+    python -m dayone.programs.megatron.miles_trainer SPEC|FILE --package DIR --miles DIR --checkpoint DIR \
         --rollout ROLLOUT.json --out DIR [--layers N] [--lr LR]
 
 --package is the generated Miles package (`integrate package`'s tree), --miles a Miles tree at the pinned commit
@@ -49,7 +49,7 @@ def logprobs(model, sequences: list[list[int]]) -> list[list[float]]:
 
 
 def sgd_step(model, sequences: list[list[int]], lr: float) -> float:
-    from dayone.adapters.megatron.train_step import loss_of
+    from dayone.programs.megatron.train_step import loss_of
 
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -83,12 +83,12 @@ def read_checkpoint(folder: Path) -> dict[str, torch.Tensor]:
 
 def run(args) -> dict:
     import torch.distributed as dist
-    from dayone.adapters.megatron.check_miles import config_from_args, gpt_model
     from dayone.adapters.megatron.cpu import install_cpu_standins
     from dayone.adapters.megatron.miles_entry import miles_convert_to_hf
-    from dayone.adapters.megatron.train_step import stand_in
-    from dayone.adapters.megatron.verify import _free_port
     from dayone.adapters.targets import common, miles
+    from dayone.programs.megatron.check_miles import config_from_args, gpt_model
+    from dayone.programs.megatron.train_step import stand_in
+    from dayone.programs.megatron.verify import _free_port
     from megatron.core import parallel_state as ps
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}

@@ -1,6 +1,6 @@
 """HF -> Megatron -> HF through the generated Megatron-Bridge package's mapping registry, on gloo ranks, bitwise.
 
-    python -m dayone.adapters.megatron.bridge_round_trip SPEC|FILE OUT_DIR [--world-size 2 --tp 2 --ep 2]
+    python -m dayone.programs.megatron.bridge_round_trip SPEC|FILE OUT_DIR [--world-size 2 --tp 2 --ep 2]
 
 What Megatron-Bridge's own round-trip test does for its bridges (load an HF checkpoint into the provided model,
 stream it back, compare), with the bridge's real mapping classes (param_mapping.py: their tensor-parallel scatters
@@ -58,11 +58,11 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_file: str, out: str,
 
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    from dayone.adapters.megatron.check_bridge import bypass_package_inits
     from dayone.adapters.megatron.cpu import install_cpu_standins
-    from dayone.adapters.megatron.verify import synthetic_checkpoint
     from dayone.adapters.targets import common
     from dayone.adapters.weightmap import build_weight_map, walk
+    from dayone.programs.megatron.check_bridge import bypass_package_inits
+    from dayone.programs.megatron.verify import synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
     from megatron.core.process_groups_config import ProcessGroupCollection
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int)
     args = parser.parse_args(argv)
     import torch.multiprocessing as mp
-    from dayone.adapters.megatron.verify import _free_port, tiny_stand_in
     from dayone.adapters.targets import common, megatron_bridge
+    from dayone.programs.megatron.verify import _free_port, tiny_stand_in
     from dayone.spec.registry import load_spec, spec_to_dict
 
     spec = tiny_stand_in(load_spec(args.spec), args.layers)
