@@ -21,7 +21,13 @@ from dayone.kernels.kda.chunk import (
 from dayone.kernels.kda.chunk import pick_block_v as chunk_block_v
 from dayone.kernels.kda.chunk_backward import kda_chunk_backward_kernel, kda_chunk_states_kernel
 from dayone.kernels.kda.chunk_backward import pick_block_v as backward_block_v
-from dayone.kernels.kda.chunk_backward_intra import BLOCK_K, NUM_WARPS, kda_chunk_intra_backward_kernel
+from dayone.kernels.kda.chunk_backward_intra import (
+    BLOCK_K,
+    NUM_WARPS,
+    WY_BLOCK,
+    kda_chunk_intra_backward_kernel,
+    kda_chunk_wy_backward_kernel,
+)
 from dayone.kernels.kda.recurrent import kda_decode_kernel
 from dayone.kernels.kda.recurrent import pick_block_v as decode_block_v
 from dayone.kernels.specialization import KernelDims, Specialization
@@ -153,7 +159,8 @@ INTRA_BACKWARD_KNOWN_SPILLS = 224
 
 def training_specializations(dims: KernelDims) -> list[Specialization]:
     """The backward's instances at the spec's head dim: the states walk with and without initial states, the backward
-    walk with and without a final-state gradient (training sends none), and the in-chunk products' backward. Their
+    walk with and without a final-state gradient (training sends none), the in-chunk products' backward and the WY
+    form's. Their
     inputs are the fp32 WY intermediates whatever the model's dtype; the dots are TF32 (IEEE=False) for a 16-bit
     model, IEEE for an fp32 one, as the forward's. Spill budgets: TRAINING_KNOWN_SPILLS, INTRA_BACKWARD_KNOWN_SPILLS."""
     if dims.kda_num_heads == 0:
@@ -183,6 +190,11 @@ def training_specializations(dims: KernelDims) -> list[Specialization]:
         **dict.fromkeys(["K", "BT", "BK", "IEEE"], "constexpr"),
     }  # fmt: skip
     intra_shape = {"K": K, "BT": CHUNK, "BK": BLOCK_K, "IEEE": shape["IEEE"]}
+    wy = {
+        **dict.fromkeys(["M", "Ak", "beta", "keg", "v", "dw", "du", "dAk", "dbeta", "dkeg", "dv"], "*fp32"), "H": "i32",
+        **dict.fromkeys(["K", "V", "BT", "BK", "IEEE"], "constexpr"),
+    }  # fmt: skip
+    wy_shape = {"K": K, "V": V, "BT": CHUNK, "BK": WY_BLOCK, "IEEE": shape["IEEE"]}
     return [
         Specialization(n, fn, sig, shape | flag, num_warps=4, num_stages=1,
                        known_spill_bytes=TRAINING_KNOWN_SPILLS.get((n.removeprefix("kda."), tile_width(K)), 0))
@@ -190,7 +202,8 @@ def training_specializations(dims: KernelDims) -> list[Specialization]:
     ] + [
         Specialization("kda.chunk_intra_backward", kda_chunk_intra_backward_kernel, intra, intra_shape,
                        num_warps=NUM_WARPS, num_stages=1,
-                       known_spill_bytes=INTRA_BACKWARD_KNOWN_SPILLS)
+                       known_spill_bytes=INTRA_BACKWARD_KNOWN_SPILLS),
+        Specialization("kda.chunk_wy_backward", kda_chunk_wy_backward_kernel, wy, wy_shape, num_warps=4, num_stages=1),
     ]  # fmt: skip
 
 

@@ -9,9 +9,9 @@ What runs where:
 - backward: the chunk-local WY / UT-transform of every chunk recomputed in torch (torch_chunk.py's formulas, all
   chunks at once, no loop over chunks); the recurrence over chunks in Triton both ways (chunk_backward.py: the
   states recomputed, then the state gradient walked back, with the gradients through the states); from those, torch
-  autograd differentiates the chunk-local part, whose in-chunk products A_qk and A_kk (`IntraChunk`) have their
-  backward in Triton too (chunk_backward_intra.py): what stays in torch is the triangular inverse's backward
-  (batched [64, 64] matmuls) and elementwise work.
+  autograd differentiates the chunk-local part, whose two matrix steps have their backward in Triton
+  (chunk_backward_intra.py): the in-chunk products A_qk, A_kk (`IntraChunk`) and the WY form (`WYForm`). What stays
+  in torch is elementwise (and the recompute's triangular solve).
 The readable reference of the whole is torch_chunk_autograd.py (the same algorithm, differentiated by autograd), the
 CPU training path; tests/kernels/test_kda_triton_backward.py checks this one in the interpreter against autograd of
 the fp64 per-token recurrence.
@@ -24,7 +24,7 @@ import itertools
 import torch
 from dayone.kernels.kda.chunk import CHUNK, chunk_kda_triton
 from dayone.kernels.kda.chunk_backward import chunk_backward_triton
-from dayone.kernels.kda.chunk_backward_intra import intra_chunk_backward_triton
+from dayone.kernels.kda.chunk_backward_intra import intra_chunk_backward_triton, wy_backward_triton
 from dayone.kernels.kda.reference import prepare_inputs
 from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
 
@@ -45,19 +45,34 @@ class IntraChunk(torch.autograd.Function):
         return *intra_chunk_backward_triton(qc, kc, gc, dAqk, dAkk, ieee=ctx.ieee), None
 
 
+class WYForm(torch.autograd.Function):
+    """(A~, beta, k exp(G), v) -> (w, u) = (I + diag(beta) A~)^-1 diag(beta) [k exp(G) | v], the triangular solve in
+    torch, the backward in Triton (chunk_backward_intra.py). A~: [C, H, BT, BT] strictly lower; beta: [C, H, BT]."""
+
+    @staticmethod
+    def forward(ctx, Ak, bc, keg, vc, ieee):
+        eye = torch.eye(CHUNK, device=Ak.device)
+        inverse = torch.linalg.solve_triangular(Ak * bc[..., None] + eye, eye.expand_as(Ak), upper=False,
+                                                unitriangular=True)  # fmt: skip
+        ctx.save_for_backward(inverse, Ak, bc, keg, vc)
+        ctx.ieee = ieee
+        return inverse @ (bc[..., None] * keg), inverse @ (bc[..., None] * vc)
+
+    @staticmethod
+    def backward(ctx, dw, du):
+        inverse, Ak, bc, keg, vc = ctx.saved_tensors
+        return *wy_backward_triton(inverse, Ak, bc, keg, vc, dw, du, ctx.ieee), None
+
+
 def chunk_local(qc, kc, vc, gc, bc, ieee):
     """The WY intermediates of every chunk (torch_chunk.py's formulas), differentiable.
 
     qc, kc, gc: [C, H, BT, K]; vc: [C, H, BT, V]; bc: [C, H, BT]; ieee: IEEE fp32 dots in the Triton part. Returns
     qg, kg, w [C, H, BT, K], u [C, H, BT, V], Aqk [C, H, BT, BT] and gl [C, H, K] (the decay over the whole chunk)."""
-    K = qc.shape[-1]
-    Akk, Aqk = IntraChunk.apply(qc, kc, gc, ieee)
-    Akk = Akk * bc[..., None]
+    Ak, Aqk = IntraChunk.apply(qc, kc, gc, ieee)
     eG = decay(gc.cumsum(2))
-    eye = torch.eye(CHUNK, device=qc.device)
-    inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
-    wu = inverse @ (bc[..., None] * torch.cat([kc * eG, vc], -1))
-    return qc * eG, kc * decay(suffix_sum(gc, 2)), wu[..., :K], wu[..., K:], Aqk, eG[:, :, -1]
+    w, u = WYForm.apply(Ak, bc, kc * eG, vc, ieee)
+    return qc * eG, kc * decay(suffix_sum(gc, 2)), w, u, Aqk, eG[:, :, -1]
 
 
 class ChunkKDAFunction(torch.autograd.Function):

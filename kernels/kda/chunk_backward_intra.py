@@ -113,6 +113,7 @@ def kda_chunk_intra_backward_kernel(
 # tiles of A and their per-sub-chunk copies are live throughout, so the channel tiles must stay small.
 BLOCK_K = 16
 NUM_WARPS = 8
+WY_BLOCK = 32  # channels of k exp(G) and v per step of the WY backward (its [64, 64] tiles stay live throughout)
 
 
 def intra_chunk_backward_triton(q, k, g, dAqk, dAkk, ieee):
@@ -125,3 +126,67 @@ def intra_chunk_backward_triton(q, k, g, dAqk, dAkk, ieee):
             q, k, g, dAqk, dAkk, dq, dk, dg, H, K=K, BT=BT, BK=BLOCK_K, IEEE=ieee, num_warps=NUM_WARPS, num_stages=1
         )
     return dq, dk, dg
+
+
+@triton.jit
+def kda_chunk_wy_backward_kernel(
+    M, Ak, beta, keg, v, dw, du, dAk, dbeta, dkeg, dv,
+    H,
+    K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
+    """Backward of the WY form [w | u] = M diag(beta) [k exp(G) | v], M = (I + diag(beta) A~)^-1, one program per
+    (chunk, head), the K and V channels in blocks of BK.
+
+    M, Ak (A~, before beta): [C, H, BT, BT]; beta: [C, H, BT]; keg (k exp(G)), dw: [C, H, BT, K]; v, du: [C, H, BT, V].
+    Outputs: dAk [C, H, BT, BT] (strictly lower), dbeta [C, H, BT], dkeg [C, H, BT, K], dv [C, H, BT, V]. With
+    R = diag(beta) [keg | v]: dR = M^T [dw | du], dM = [dw | du] R^T, d(I + diag(beta) A~) = -M^T dM M^T."""
+    i_c = tl.program_id(0)
+    i_h = tl.program_id(1)
+    base = (i_c * H + i_h).to(tl.int64) * BT
+    rows = tl.arange(0, BT)
+    cb = tl.arange(0, BK)
+    off_a = (base + rows[:, None]) * BT + rows[None, :]
+    b_M = tl.load(M + off_a)
+    b_Mt = tl.trans(b_M)
+    b_beta = tl.load(beta + base + rows)
+    b_dM = tl.zeros([BT, BT], dtype=tl.float32)
+    b_dbeta = tl.zeros([BT], dtype=tl.float32)
+    for i_k in range(tl.cdiv(K, BK)):
+        ck = i_k * BK + cb
+        m = (ck < K)[None, :] & (rows >= 0)[:, None]
+        off = (base + rows[:, None]) * K + ck[None, :]
+        b_x = tl.load(keg + off, mask=m, other=0.0)
+        b_d = tl.load(dw + off, mask=m, other=0.0)
+        b_dM += dot(b_d, tl.trans(b_x * b_beta[:, None]), IEEE)
+        b_dR = dot(b_Mt, b_d, IEEE)
+        b_dbeta += tl.sum(b_dR * b_x, 1)
+        tl.store(dkeg + off, b_dR * b_beta[:, None], mask=m)
+    for i_v in range(tl.cdiv(V, BK)):
+        cv = i_v * BK + cb
+        m = (cv < V)[None, :] & (rows >= 0)[:, None]
+        off = (base + rows[:, None]) * V + cv[None, :]
+        b_x = tl.load(v + off, mask=m, other=0.0)
+        b_d = tl.load(du + off, mask=m, other=0.0)
+        b_dM += dot(b_d, tl.trans(b_x * b_beta[:, None]), IEEE)
+        b_dR = dot(b_Mt, b_d, IEEE)
+        b_dbeta += tl.sum(b_dR * b_x, 1)
+        tl.store(dv + off, b_dR * b_beta[:, None], mask=m)
+    b_dA = -dot(dot(b_Mt, b_dM, IEEE), b_Mt, IEEE)
+    b_dA = tl.where(rows[:, None] > rows[None, :], b_dA, 0.0)
+    b_dbeta += tl.sum(b_dA * tl.load(Ak + off_a), 1)
+    tl.store(dAk + off_a, b_dA * b_beta[:, None])
+    tl.store(dbeta + base + rows, b_dbeta)
+
+
+def wy_backward_triton(M, Ak, beta, keg, v, dw, du, ieee):
+    """Shapes as in kda_chunk_wy_backward_kernel; returns dAk, dbeta, dkeg, dv (fp32)."""
+    C, H, BT, K = keg.shape
+    V = v.shape[-1]
+    M, Ak, beta, keg, v, dw, du = (x.float().contiguous() for x in (M, Ak, beta, keg, v, dw, du))
+    dAk, dbeta, dkeg, dv = (torch.empty_like(x) for x in (Ak, beta, keg, v))
+    if C:
+        kda_chunk_wy_backward_kernel[(C, H)](
+            M, Ak, beta, keg, v, dw, du, dAk, dbeta, dkeg, dv, H, K=K, V=V, BT=BT, BK=WY_BLOCK, IEEE=ieee,
+            num_warps=4, num_stages=1,
+        )  # fmt: skip
+    return dAk, dbeta, dkeg, dv
