@@ -2,7 +2,7 @@
 
 Ladder: reference.py (fp32 truth) -> chunk.py / recurrent.py (Triton) -> torch_chunk.py / torch_recurrent.py (CPU
 fast tier). CUDA tensors run Triton; CPU tensors run the torch counterpart unless backend="triton" (interpreter tests).
-Training: torch_chunk_autograd.py (CPU) and autograd.py (chunk.py forward, chunk_backward.py backward; CUDA).
+Training: torch_chunk_autograd.py (CPU) and autograd.py (CUDA: chunk.py forward, chunk_backward*.py backward).
 
 The public op lives in ops.py; what the compile stage needs (kernel instances, autotuning candidates, launch inputs)
 in aot.py.

@@ -3,7 +3,7 @@
 The readable reference for every formula here is torch_chunk_autograd.py (the same chunked forward, differentiated by
 autograd); fla's chunk_kda backward (fla/ops/kda, fla/ops/common/chunk_delta_h.py) is the numerics peer and has the
 same split: recompute the states per chunk, walk the chunks backwards for the state gradient, and leave the
-chunk-local WY / UT-transform to a chunk-parallel step (here torch autograd, kernels/kda/autograd.py).
+chunk-local WY / UT-transform to a chunk-parallel step (chunk_backward_intra.py, wired by kernels/kda/autograd.py).
 
 Per chunk c of BT = 64 tokens and head, with the chunk's WY intermediates (torch_chunk.py's names, fp32, chunk layout
 [C, H, BT, *] with zero rows past a sequence's end) qg = q exp(G), kg = k exp(G_last - G), w, u, A_qk and
