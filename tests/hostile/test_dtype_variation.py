@@ -12,15 +12,13 @@ import torch
 from click.testing import CliRunner
 from dayone.cli import cli
 from safetensors.torch import load_file, save_file
+from tiny_checkpoint import synthesize
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dtype") / "tiny"
     # 4 layers: the first MLA layer is the 4th (transformers' reference needs one attention layer for its cache)
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "dtype", layers=4)
 
 
 def _restore(root: Path, change) -> None:

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from dayone.cli import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_checkpoint import synthesize
 
 SECONDS_PER_EXAMPLE = 30
 PEAK_RSS_GB = 6
@@ -55,12 +56,7 @@ RAW_TEXTS = st.sampled_from(
 def tiny(tmp_path_factory) -> Path:
     """Kimi Linear at tiny width, 4 layers, one shard with an index: 151 tensors, 0.6 MB (one shard: inspect reads it
     in-process, the cheapest example; the two-shard fixture below covers the worker processes)."""
-    out = tmp_path_factory.mktemp("fuzz") / "tiny"
-    result = CliRunner().invoke(
-        cli, ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", str(out)]
-    )
-    assert result.exit_code == 0, result.output
-    return out
+    return synthesize(tmp_path_factory, "fuzz", layers=4)
 
 
 def _paths(node, prefix=()):
@@ -147,10 +143,7 @@ def check_contract(command: str, root: Path, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_two_shards(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("fuzz2") / "tiny"
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "4", "--shards", "2", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "fuzz2", layers=4, shards=2)
 
 
 @pytest.mark.parametrize("command", EXAMPLES)

@@ -11,14 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from dayone.cli import cli
+from tiny_checkpoint import synthesize
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("found") / "tiny"
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "found", layers=2)
 
 
 def _edit_header(shard: Path, edit) -> None:

@@ -16,6 +16,7 @@ from dayone.cli import cli
 from dayone.run.state import read_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_checkpoint import synthesize
 
 INDEX = "model.safetensors.index.json"
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40)
@@ -33,10 +34,7 @@ SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("index-fuzz") / "tiny"
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "index-fuzz", layers=2)
 
 
 @st.composite

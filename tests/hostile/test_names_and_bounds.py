@@ -26,6 +26,7 @@ from dayone.cli import cli
 from dayone.core.errors import InputError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_checkpoint import synthesize
 
 RENAMED = "model.norm.weight"
 INDEX = "model.safetensors.index.json"
@@ -34,10 +35,7 @@ TERMINAL_CONTROLS = ("\x1b", "\x07", "\x00", "\r")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("names") / "tiny"
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "names", layers=2)
 
 
 def _copy(tiny: Path, root: Path) -> Path:

@@ -16,16 +16,14 @@ from dayone.checkpoint.finite import check_finite
 from dayone.checkpoint.reader import open_local
 from dayone.cli import cli
 from dayone.core.errors import InputError
+from tiny_checkpoint import synthesize
 
 POISONED = "model.layers.1.block_sparse_moe.experts.0.w1.weight"
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("nan") / "tiny"
-    args = ["synth", "kimi-linear-48b-a3b", "--scale", "tiny", "--layers", "2", "--shards", "1", "-o", str(out)]
-    assert CliRunner().invoke(cli, args).exit_code == 0
-    return out
+    return synthesize(tmp_path_factory, "nan", layers=2)
 
 
 def _poison(tiny: Path, root: Path, bits: int, element: int = 5) -> Path:
