@@ -8,8 +8,8 @@ max |truth| within GRAD_TOLERANCE: measured 1.2e-7 to 9.8e-7 per tensor at these
 1e-7 to 4e-6); a wrong term is far above it (the chunk decay's gradient dropped from the backward kernel: 0.40 on g,
 0.13 on dt_bias, 3.4e-2 on A_log).
 Shapes: packed sequences of 1, 149 (three chunks, a ragged tail of 21) and 10 tokens and an empty one, each from
-its own initial state, at K = V = 16; and a non-power-of-two pair, K = 96 (tile 128, six channel blocks of the
-in-chunk backward) with V = 80 (three V blocks of 32, the last hanging over V), on 1, 69 and 5 tokens, so the
+its own initial state, at K = V = 16; and a non-power-of-two pair, K = 48 (tile 64, three channel blocks of the
+in-chunk backward; 96 takes twice the interpreter's time) with V = 80 (three V blocks of 32, the last hanging over V), on 1, 69 and 5 tokens, so the
 padding and the per-block partial sums are exercised.
 """
 
@@ -118,7 +118,7 @@ def relative_errors(x, device, cu=CU_SEQLENS, out_tolerance=OUT_TOLERANCE) -> di
     return {n: float((got[n].double() - want[n]).abs().max() / want[n].abs().max()) for n in x}
 
 
-@pytest.mark.parametrize("K, V, cu", [(16, 16, CU_SEQLENS), (96, 80, SHORT_CU_SEQLENS)])
+@pytest.mark.parametrize("K, V, cu", [(16, 16, CU_SEQLENS), (48, 80, SHORT_CU_SEQLENS)])
 def test_gradients_match_fp64_recurrence(K, V, cu, device):
     errors = relative_errors(inputs(K, V, cu=cu), device, cu)
     assert max(errors.values()) < GRAD_TOLERANCE, errors
