@@ -11,16 +11,13 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import ENGINES, TARGETS
 from dayone.present import console, emit_json, on_a_terminal, progress_line, set_step_sink, shown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
 DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
 SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without importing torch for --help
-# dayone.conform.driver.ENGINE_TARGETS, without importing it (it loads the weight map, and torch with it, which a
-# fully cached run never needs); tests/cli/test_progress_off_a_terminal.py keeps the two equal.
-CONFORMED = ("sglang", "vllm")
 
 
 @click.command("run")
@@ -226,9 +223,10 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
     dashboard in OUT/site from the reports of this run's stages only (a stage folder left by an earlier run with other inputs
     is not this run's result)."""
     from dayone.core.atomic import staged_folder
+    from dayone.core.vocabulary import NOT_RUN
     from dayone.dashboard.reports import load_reports, write_report
     from dayone.dashboard.site import build_site
-    from dayone.run.runner import DONE, NOT_RUN
+    from dayone.run.runner import DONE
 
     report = {
         "ok": all(r.status in DONE or r.skipped for r in results.values()),
@@ -255,8 +253,8 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
     """Reports for the dashboard cells of stages that wrote none: "not run" with the reason, or "fail" with the
     message of a stage that stopped before writing them all (bad input, a bug): a target it never reached fails
     with the stage's message, never shows as a pass or as missing. Conformance is of the engines only."""
-    from dayone.dashboard.reports import STAGES, TARGETED_STAGES, Report
-    from dayone.run.runner import FAIL, NOT_RUN
+    from dayone.core.vocabulary import FAIL, NOT_RUN, STAGES, TARGETED_STAGES
+    from dayone.dashboard.reports import Report
 
     wrote = {(p.parent.name, _report_target(p)) for p in files}
     out = []
@@ -265,7 +263,7 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
             continue
         targets = ctx.targets if name in TARGETED_STAGES else (None,)
         if name == "conform":
-            targets = tuple(t for t in targets if t in CONFORMED)
+            targets = tuple(t for t in targets if t in ENGINES)
         for target in targets:
             if (name, target) in wrote or (r.status == FAIL and target is None and any(s == name for s, _ in wrote)):
                 continue

@@ -22,11 +22,11 @@ from dayone.conform import judge, peers
 from dayone.conform.forward import References, engine_prompts, judge_forward
 from dayone.conform.results import LEVELS, Level, MalformedProbeOutput, Run, TargetReport, read_run
 from dayone.core import child
+from dayone.core.vocabulary import ENGINES
 from dayone.present import step
 from dayone.spec.schema import ModelSpec
 
 # Targets judged by an inference engine's own release (Miles and Megatron-Bridge are judged by megatron-core).
-ENGINE_TARGETS = ("sglang", "vllm")
 PROBE_TIMEOUT_S = 900
 FORWARD_DTYPES = ("float32", "bfloat16")
 NO_LAYOUT = "the checkpoint's weights have no layout at world size"
@@ -230,7 +230,7 @@ def conform_all(
     adapters: Path, checkpoint: Path, spec: ModelSpec, world_sizes=(1, 2), targets=None
 ) -> list[TargetReport]:
     """Every engine target generated under `adapters` (generate's output folder: adapters/<target>/)."""
-    chosen = [t for t in (targets or ENGINE_TARGETS) if (adapters / t / "pyproject.toml").is_file()]
+    chosen = [t for t in (targets or ENGINES) if (adapters / t / "pyproject.toml").is_file()]
     return [conform_target(t, adapters / t, checkpoint, spec, world_sizes) for t in chosen]
 
 

@@ -21,8 +21,9 @@ from functools import cached_property
 from pathlib import Path
 
 from dayone.checkpoint.reader import Checkpoint
+from dayone.core.vocabulary import ENGINES, FAIL, NOT_RUN, PARTIAL, PASS
 from dayone.dashboard.reports import Report
-from dayone.run.runner import FAIL, NOT_RUN, PARTIAL, PASS, Stage, StageResult, file_digest
+from dayone.run.runner import Stage, StageResult, file_digest
 from dayone.spec.registry import spec_to_dict, spec_to_yaml
 from dayone.spec.schema import ModelSpec
 
@@ -108,7 +109,7 @@ def spec_stage(ctx: RunContext) -> Stage:
 
 def coverage_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
-        from dayone.checkpoint.coverage import scan_coverage
+        from dayone.checkpoint.scan import scan_coverage
         from dayone.spec.manifest import build_manifest
 
         manifest = build_manifest(ctx.spec)
@@ -127,7 +128,7 @@ def coverage_stage(ctx: RunContext) -> Stage:
 
     return Stage(
         "coverage", lambda: {"checkpoint": ctx.checkpoint_digest}, run, after=("spec",),
-        code=("dayone.checkpoint.coverage", "dayone.spec.manifest"),
+        code=("dayone.checkpoint.coverage", "dayone.checkpoint.scan", "dayone.spec.manifest"),
     )  # fmt: skip
 
 
@@ -186,11 +187,11 @@ def conform_stage(ctx: RunContext) -> Stage:
     (dayone.conform): the levels reached at world size 1 and 2, and why the first level not reached was not."""
 
     def run(workdir: Path) -> StageResult:
-        from dayone.conform.driver import ENGINE_TARGETS, cell_details, conform_target
+        from dayone.conform.driver import cell_details, conform_target
 
         generated = ctx.out / "stages" / "generate"
         statuses, lines = [], []
-        for target in (t for t in ctx.targets if t in ENGINE_TARGETS):
+        for target in (t for t in ctx.targets if t in ENGINES):
             # Without timings: they vary between runs; the stage's files must not.
             report = conform_target(target, generated / target, ctx.checkpoint.root, ctx.spec).without_timings()
             _dump(workdir / f"conform-{target}.json", report.as_dict())

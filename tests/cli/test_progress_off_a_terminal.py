@@ -40,10 +40,3 @@ def _steps(said: list[str], start: int) -> int:
     ):
         n += 1
     return n
-
-
-def test_the_runs_list_of_conformed_targets_is_the_drivers():
-    from dayone.commands.run_cmd import CONFORMED
-    from dayone.conform.driver import ENGINE_TARGETS
-
-    assert CONFORMED == ENGINE_TARGETS
