@@ -23,6 +23,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path
 
 import argparse
 import json
+import re
 import subprocess
 import tempfile
 import time
@@ -54,9 +55,16 @@ def engine(site: Path | None, checkpoint: Path, dtype: str, requests: Path, out:
     cmd = [str(python), str(peers.forward_script("vllm")), "--checkpoint", str(checkpoint), "--dtype", dtype,
            "--prompts", str(requests), "--out", str(out), "--max-num-seqs", "0"]  # fmt: skip
     cmd += ["--package-site", str(site)] if site else ["--builtin"]
-    subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)
     result = out / "forward.json"
-    return json.loads(result.read_text()) if result.is_file() else {"status": "fail", "detail": "no forward.json"}
+    found = json.loads(result.read_text()) if result.is_file() else {"status": "fail", "detail": "no forward.json"}
+    if found.get("status") != "ran":
+        # vLLM's engine core fails in its own process and the probe sees "Engine core initialization failed": the
+        # cause is the last exception line that process logged.
+        causes = re.findall(r"^.*?\] (\w+(?:Error|Exception): .*)$", proc.stderr, flags=re.MULTILINE)
+        if causes:
+            found["detail"] = f"{found.get('detail')} (root cause: {causes[-1]})"
+    return found
 
 
 def engine_rates(result: dict) -> tuple[float, float]:
