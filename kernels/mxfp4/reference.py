@@ -6,7 +6,7 @@ Packing is compressed-tensors' `mxfp4-pack-quantized`:
 An E2M1 code is bit 3 = sign, bits 0-2 = index into E2M1_VALUES; value = e2m1 * scale.
 
 Edge cases, decided here and matched bit for bit by the kernels:
-- scale byte 0 is 2^-127, a subnormal fp32; it is applied with ldexp so it is exact, never 0 or overflow.
+- scale byte 0 is 2^-127, a subnormal fp32; its table entry is exact (math.ldexp), never 0 or overflow.
 - scale byte 255 is NaN in the OCP MX spec: every element of that group dequantizes to NaN (zeros included).
 - scale byte 254 is 2^127: elements 0.5..1.5 stay finite, 2.0 and above overflow to +-inf in fp32 and bf16,
   as correct rounding demands. Quantization never emits 255 and never overflows (exponents are clamped).
@@ -16,7 +16,10 @@ Every finite result has at most two significant bits, so the bf16 output is exac
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 
 GROUP_SIZE = 32
 E8M0_BIAS = 127
@@ -27,31 +30,38 @@ E2M1_MAX = 6.0
 E2M1_EMAX = 2
 
 
-def unpack_e2m1_codes(packed: torch.Tensor) -> torch.Tensor:
-    """[out, in/2] uint8 -> [out, in] uint8 codes 0..15, low nibble first."""
-    low, high = packed & 0x0F, packed >> 4
-    return torch.stack((low, high), dim=-1).flatten(-2)
+def code_values() -> tuple[float, ...]:
+    """The value of each 4-bit E2M1 code 0..15: bit 3 the sign, bits 0-2 the index into E2M1_VALUES (8 is -0.0)."""
+    return E2M1_VALUES + tuple(-v for v in E2M1_VALUES)
 
 
-def decode_e2m1(codes: torch.Tensor) -> torch.Tensor:
-    """[...] uint8 codes 0..15 -> [...] fp32 values, code 8 giving -0.0."""
-    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=codes.device)
-    magnitude = table[(codes & 0x07).long()]
-    return torch.where((codes & 0x08) != 0, -magnitude, magnitude)
+def byte_values(device: torch.device | str = "cpu") -> torch.Tensor:
+    """[256, 2] fp32: the two unscaled elements each packed byte holds, the low nibble's (the even column) first."""
+    codes = torch.tensor(code_values(), dtype=torch.float32, device=device)
+    byte = torch.arange(256, device=device)
+    return torch.stack((codes[byte & 0x0F], codes[byte >> 4]), dim=-1)
+
+
+def scale_values(device: torch.device | str = "cpu") -> torch.Tensor:
+    """[256] fp32: the factor each E8M0 byte stands for, 2^(byte - 127), exactly (math.ldexp: byte 0 is the
+    subnormal 2^-127, not 0); byte 255 is NaN."""
+    factors = [math.ldexp(1.0, byte - E8M0_BIAS) for byte in range(E8M0_NAN)] + [math.nan]
+    return torch.tensor(factors, dtype=torch.float32, device=device)
 
 
 def dequantize_mxfp4_reference(
     packed: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.bfloat16
 ) -> torch.Tensor:
-    """weight_packed [out, in/2] uint8 + weight_scale [out, in/32] uint8 -> weight [out, in] in `dtype`."""
-    values = decode_e2m1(unpack_e2m1_codes(packed))  # [out, in] fp32
-    exponents = scale.to(torch.int32) - E8M0_BIAS  # [out, in/32]
-    exponents = exponents.repeat_interleave(GROUP_SIZE, dim=-1)
-    # ldexp, not values * 2.0**e: 2^-127 is a subnormal that exists in fp32, and ldexp keeps it exact.
-    out = torch.ldexp(values, exponents)
-    is_nan_scale = (scale == E8M0_NAN).repeat_interleave(GROUP_SIZE, dim=-1)
-    out = torch.where(is_nan_scale, torch.full_like(out, float("nan")), out)
-    return out.to(dtype)
+    """weight_packed [out, in/2] uint8 + weight_scale [out, in/32] uint8 -> weight [out, in] in `dtype`.
+
+    Two table look-ups and one product per element: every product is exact in fp32 (at most two significant bits
+    times a power of two; from 2^128 up it rounds to inf, as correct rounding of an overflow must), and a NaN group
+    stays NaN whatever its codes (0 x NaN is NaN)."""
+    rows, half = packed.shape
+    # table look-ups (embedding: torch's fastest gather on a CPU, 4x indexing with a converted index)
+    values = F.embedding(packed.int(), byte_values(packed.device)).view(rows, -1, GROUP_SIZE)  # [out, in/32, 32]
+    factors = F.embedding(scale.int(), scale_values(packed.device)[:, None])  # [out, in/32, 1]
+    return (values * factors).view(rows, 2 * half).to(dtype)
 
 
 def mxfp4_linear_reference(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -32,15 +32,19 @@ HOSTILE_SCALES = [0, 1, 2, 100, 126, 127, 128, 200, 253, 254, 255]
 
 
 def test_reference_dequant_matches_scalar_table():
-    packed, scale = all_bytes_weight(HOSTILE_SCALES)
+    """Every packed byte under every scale byte (the whole domain: an element depends on its byte and scale alone)."""
+    scales = list(range(256))
+    packed, scale = all_bytes_weight(scales)
     got = dequantize_mxfp4_reference(packed, scale, torch.float32)
     want = torch.tensor(
-        [[scalar_dequant(int(packed[r, c // 2]), c, s) for c in range(512)] for r, s in enumerate(HOSTILE_SCALES)]
+        [[scalar_dequant(int(packed[r, c // 2]), c, s) for c in range(512)] for r, s in enumerate(scales)]
     )
     assert_close(got, want, "exact", what="reference vs scalar dequant")
     # sign of zero must survive: torch.equal treats -0.0 == 0.0, so compare sign bits
     assert torch.equal(torch.signbit(got.nan_to_num()), torch.signbit(want.nan_to_num()))
     assert 0 < got[0, 2] < torch.finfo(torch.float32).tiny  # byte 1, low nibble: 0.5 * 2^-127 is subnormal, not 0
+    # bf16 holds every value exactly (infinities and NaN groups included)
+    assert_close(dequantize_mxfp4_reference(packed, scale, torch.bfloat16).float(), got, "exact", what="bf16")
 
 
 def test_reference_dequant_edge_values():
