@@ -22,6 +22,10 @@ STAGES = ("spec", "coverage", "generate", "conform", "compile", "validate", "pac
 Stage = Literal["spec", "coverage", "generate", "conform", "compile", "validate", "package", "publish"]
 TARGETED_STAGES = frozenset({"generate", "conform", "validate", "package"})  # one result per target
 
+# ----- the GPU architectures kernels are compiled for
+ARCHS = ("sm_90", "sm_100")
+Arch = Literal["sm_90", "sm_100"]
+
 # ----- statuses. A stage is "partial" when it did all this machine can, failed nothing, and left work not run.
 PASS, PARTIAL, FAIL, NOT_RUN = "pass", "partial", "fail", "not run"
 Status = Literal["pass", "fail", "not run"]  # of a check or a conformance level (never partial)

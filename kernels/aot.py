@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from dayone.core.atomic import naming
+from dayone.core.vocabulary import ARCHS
 from dayone.kernels.specialization import Specialization
 
 # Usable shared memory per block (opt-in maximum): 227 KiB on both Hopper and Blackwell datacenter parts.
@@ -230,7 +231,7 @@ def _write_atomic(path: Path, data: bytes | str) -> None:
 
 def compile_specializations(
     specs: list[Specialization],
-    archs: tuple[str, ...] = ("sm_90", "sm_100"),
+    archs: tuple[str, ...] = ARCHS,
     cache_dir: str | Path = "build/kernels",
     max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES,
 ) -> list[Resources]:

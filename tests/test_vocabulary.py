@@ -21,6 +21,7 @@ SETS = {
     "stages": set(vocabulary.STAGES),
     "statuses": {vocabulary.PASS, vocabulary.FAIL, vocabulary.NOT_RUN},
     "dtypes": set(vocabulary.DTYPES),
+    "archs": set(vocabulary.ARCHS),
 }
 
 
@@ -28,6 +29,7 @@ def test_literals_and_tuples_agree():
     assert get_args(vocabulary.Target) == vocabulary.TARGETS
     assert get_args(vocabulary.Stage) == vocabulary.STAGES
     assert get_args(vocabulary.DType) == vocabulary.DTYPES
+    assert get_args(vocabulary.Arch) == vocabulary.ARCHS
     assert set(get_args(vocabulary.StageStatus)) == {*get_args(vocabulary.Status), vocabulary.PARTIAL}
     assert set(vocabulary.ENGINES) | set(vocabulary.TRAINERS) == set(vocabulary.TARGETS)
     assert set(vocabulary.TARGET_TITLES) == set(vocabulary.TARGETS)

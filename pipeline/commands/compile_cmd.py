@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import ARCHS
 from dayone.present import console, emit_json, shown
 from dayone.spec.registry import load_spec
 
@@ -25,7 +26,7 @@ NO_GPU = "--autotune needs a CUDA GPU; compile without it here"
     multiple=True,
     default=("sm_90",),
     show_default=True,
-    type=click.Choice(["sm_90", "sm_100"]),
+    type=click.Choice(ARCHS),
     help="Target GPU arch (repeat for several).",
 )
 @click.option(

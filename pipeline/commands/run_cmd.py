@@ -11,12 +11,12 @@ from pathlib import Path
 import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
-from dayone.core.vocabulary import ENGINES, TARGETS
+from dayone.core.vocabulary import ARCHS, ENGINES, TARGETS
 from dayone.present import console, emit_json, on_a_terminal, progress_line, set_step_sink, shown
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-DEMO_SPEC, DEMO_SCALE, DEMO_SEED = "kimi-k3", "tiny", 0
+DEMO_SCALE = "tiny"  # dayone.run.options.DEMO_SCALE, for --help without importing the run
 SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without importing torch for --help
 
 
@@ -31,7 +31,7 @@ SCALE_NAMES = ("tiny", "small", "faithful")  # dayone.synth.SCALE_NAMES, without
 @click.option("--stand-in-for", "stand_in_for", metavar="SPEC", help="CHECKPOINT is a small stand-in of SPEC (NAME "
               "or FILE, e.g. written by `synth SPEC --scale faithful`): compile and plan at SPEC's widths.")  # fmt: skip
 @click.option("--target", "targets", multiple=True, type=click.Choice(TARGETS), help="Targets (default: all).")
-@click.option("--arch", "archs", multiple=True, type=click.Choice(["sm_90", "sm_100"]), help="Default: both.")
+@click.option("--arch", "archs", multiple=True, type=click.Choice(ARCHS), help="Default: both.")
 @click.option("--gpu", default="h200", show_default=True, help="GPU for the serving plan (h100, h200, b200, gb300).")
 @click.option("--gpus", type=click.IntRange(1), help="GPU count for the plan; the plan stage fails when the model "
               "does not fit them [default: the smallest count of --gpu that fits].")  # fmt: skip
@@ -59,30 +59,26 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     from dayone.commands.validate_cmd import transformers_torch_path
     from dayone.core.redact import clean_token
     from dayone.run.lock import hold
+    from dayone.run.options import Publish, RunOptions
     from dayone.run.state import clean_leftovers, scratch_tempdir
 
-    if demo == bool(checkpoint):
-        raise InputError("run: give a CHECKPOINT or --demo (not both)")
     if bool(publish_repo) != bool(tag):
         raise InputError("run: --publish and --tag go together")
-    if demo and stand_in_for:
-        raise InputError("run: --stand-in-for names a CHECKPOINT's spec; --demo's stand-in is of --spec")
-    if not demo and scale != DEMO_SCALE:
-        raise InputError("run: --scale is --demo's (a CHECKPOINT has its own widths)")
-    from dayone.spec.planner import GPUS
-
-    if gpu not in GPUS:
-        raise InputError(f"run: --gpu {gpu}: not a GPU the plan knows ({', '.join(GPUS)})")
+    options = RunOptions(
+        out=out.absolute(),  # stages run tools in other folders; what they report is relative to OUT
+        checkpoint=checkpoint, demo=demo, spec=spec_arg, scale=scale, stand_in_for=stand_in_for,
+        targets=tuple(targets) or TARGETS, archs=tuple(archs) or ARCHS, gpu=gpu, gpus=gpus,
+        publish=Publish(publish_repo, tag, api_url) if publish_repo else None, skip=frozenset(skip),
+    )  # fmt: skip
     compiling_process()  # the compile stage builds real kernels
     transformers_torch_path()  # the validate stage's reference, where it is transformers
-    out = out.absolute()  # stages run tools in other folders; what they report is relative to OUT
-    if publish_repo:  # up front: a token with a line end made publish fail quoting it, stages later
+    out = options.out
+    if options.publish:  # up front: a token with a line end made publish fail quoting it, stages later
         clean_token(os.environ.get("GITHUB_TOKEN"), "GITHUB_TOKEN")
     out.mkdir(parents=True, exist_ok=True)
     with hold(out), scratch_tempdir(out):
         clean_leftovers(out)
-        report, results = _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo,
-                               tag, api_url, out, as_json, frozenset(skip))  # fmt: skip
+        report, results = _run(options, as_json)
     if as_json:
         emit_json(report)
     else:
@@ -90,17 +86,18 @@ def run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gp
     raise SystemExit(0 if report["ok"] else 1)
 
 
-def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, gpus, publish_repo, tag, api_url, out,
-         as_json, skip):  # fmt: skip
+def _run(options, as_json: bool):
     from dayone import __version__
     from dayone.checkpoint import open_checkpoint
     from dayone.checkpoint.spec_source import spec_for_checkpoint
     from dayone.run import stages as S
+    from dayone.run.options import DEMO_SEED
     from dayone.run.runner import PASS, run_stages
     from dayone.run.stand_in import check_stand_in
     from dayone.spec.registry import load_spec
     from dayone.synth.scale import stand_in_name
 
+    out, demo, skip = options.out, options.demo, options.skip
     created = _created(out)
     results = {}
     columns = (
@@ -112,7 +109,7 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
     )
     lines = not on_a_terminal()  # CI, `| tee`, a file: a timestamped line per stage start and end, and per step
     with Progress(*columns, console=console, transient=True, disable=as_json or lines) as progress:
-        task = progress.add_task("starting", total=(1 if demo else 0) + 8 + (1 if publish_repo else 0))
+        task = progress.add_task("starting", total=None)  # known once the stage list is
         shown = _Shown(progress, task, lines)
 
         def run_each(stages: list) -> None:
@@ -122,33 +119,34 @@ def _run(checkpoint, demo, spec_arg, scale, stand_in_for, targets, archs, gpu, g
                 results[stage.name] = result
                 shown.ended(stage.name, result)
 
-        named = load_spec(spec_arg or DEMO_SPEC if demo else stand_in_for) if demo or stand_in_for else None
-        chosen = tuple(targets) or TARGETS
+        named = load_spec(options.named_spec) if options.named_spec else None
+        chosen, checkpoint, spec_arg = options.targets, options.checkpoint, options.spec
         if named is not None:
             refuse_unhonoured(named, chosen)
         if demo:
-            run_each([S.synth_stage(named, scale, DEMO_SEED)])
+            run_each([S.synth_stage(named, options.scale, DEMO_SEED)])
             if results["synth"].status != PASS:
                 shown.started("dashboard")
-                return _finish(out, created, None, results, gpu, gpus), results
+                return _finish(out, created, None, results, options.gpu, options.gpus), results
             checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         if demo:  # the run made this stand-in: its lineage names it (kimi-k3-tiny), as it named the synth's spec
-            spec = spec.model_copy(update={"name": stand_in_name(named.name, scale)})
+            spec = spec.model_copy(update={"name": stand_in_name(named.name, options.scale)})
         refuse_unhonoured(spec, chosen)
-        ctx = S.RunContext(ckpt, spec, out, created, chosen, tuple(archs) or ("sm_90", "sm_100"),
-                           gpu, gpus, stands_in_for=check_stand_in(spec, named) if named else None)  # fmt: skip
+        ctx = S.RunContext(ckpt, spec, out, created, chosen, options.archs, options.gpu, options.gpus,
+                           stands_in_for=check_stand_in(spec, named) if named else None)  # fmt: skip
         stages = [S.spec_stage(ctx), S.coverage_stage(ctx), S.plan_stage(ctx), S.generate_stage(ctx),
                   S.conform_stage(ctx), S.compile_stage(ctx), S.validate_stage(ctx), S.package_stage(ctx)]  # fmt: skip
-        if publish_repo:
-            stages.append(S.publish_stage(ctx, publish_repo, tag, api_url))
+        if options.publish:
+            stages.append(S.publish_stage(ctx, options.publish))
+        progress.update(task, total=(1 if demo else 0) + len(stages) + 1)  # synth, the stages, the dashboard
         unknown = sorted(skip - {stage.name for stage in stages})
         if unknown:
             raise InputError(f"--skip {unknown[0]}: no such stage ({', '.join(s.name for s in stages)})")
         run_each(stages)
         shown.started("dashboard")
-        report = _finish(out, created, ctx, results, gpu, gpus)
+        report = _finish(out, created, ctx, results, options.gpu, options.gpus)
         shown.ended("dashboard", None)
         return report, results
 

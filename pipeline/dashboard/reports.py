@@ -39,18 +39,16 @@ from dayone.core import untrusted_json, vocabulary
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.core.redact import redact_data
-from dayone.core.vocabulary import Stage, Status
+from dayone.core.vocabulary import Arch, Stage, Status
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 # Beside the targets, validate reports on dayone's own reference tiers (the "reference" row).
 TARGETS = (*vocabulary.TARGETS, "reference")
-ARCHS = ("sm_90", "sm_100")
 # Stages that cannot run before the real weights exist (numerics need them); all others run on the spec and a
 # synthetic checkpoint, which is what makes the dashboard green before release day.
 NEEDS_WEIGHTS = frozenset({"validate"})
 
 Target = vocabulary.Target | Literal["reference"]
-Arch = Literal["sm_90", "sm_100"]
 # Keys that identify the documents stage commands write in their own formats, read here as reports:
 # `integrate inspect --json` (dayone.commands.inspect_cmd) and `integrate compile`'s resources.json (compile_cmd).
 INSPECT_KEYS = frozenset({"ok", "checkpoint", "spec", "expected_tensors", "missing"})

@@ -16,11 +16,11 @@ from pathlib import Path
 import jinja2
 from dayone.core.atomic import staged_folder
 from dayone.core.errors import InputError
-from dayone.core.vocabulary import NOT_RUN, TARGETED_STAGES
+from dayone.core.vocabulary import ARCHS, NOT_RUN, TARGETED_STAGES
 from dayone.dashboard.chart import floor_svg, small_multiples
 from dayone.dashboard.conformance import conform_matrix, in_ladder, run_anchor
 from dayone.dashboard.matrix import HISTORY, WAITING, ModelRows, build_matrix
-from dayone.dashboard.reports import ARCHS, Report
+from dayone.dashboard.reports import Report
 from dayone.dashboard.scale import scale_of
 from dayone.present import human_bytes, human_count
 

@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -23,6 +23,7 @@ from pathlib import Path
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core.vocabulary import ENGINES, FAIL, NOT_RUN, PARTIAL, PASS
 from dayone.dashboard.reports import Report
+from dayone.run.options import Publish
 from dayone.run.runner import Stage, StageResult, file_digest
 from dayone.spec.registry import spec_to_dict, spec_to_yaml
 from dayone.spec.schema import ModelSpec
@@ -38,7 +39,6 @@ class RunContext:
     archs: tuple[str, ...]
     gpu: str = "h200"
     gpus: int | None = None  # None: the smallest count of `gpu` that fits
-    reports: list[Report] = field(default_factory=list)
     # The spec a small stand-in checkpoint stands in for (the demo's synthesised checkpoint: its release spec):
     # kernels are compiled and the serving plan made at its widths, not at the stand-in's. None: the checkpoint's own.
     stands_in_for: ModelSpec | None = None
@@ -376,7 +376,7 @@ def package_stage(ctx: RunContext) -> Stage:
     )  # fmt: skip
 
 
-def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> Stage:
+def publish_stage(ctx: RunContext, release: Publish) -> Stage:
     """The GitHub release. Its key includes the dist's files, so a rerun with nothing new uploads nothing (and the
     release itself skips assets already there with the same checksum)."""
 
@@ -387,8 +387,9 @@ def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> 
         token = os.environ.get("GITHUB_TOKEN")
         if not token:
             return StageResult(FAIL, "GITHUB_TOKEN is not set")
+        repo, tag = release.repo, release.tag
         try:
-            result = publish(ctx.out / "stages" / "package" / "dist", repo, tag, token=token, api_url=api_url)
+            result = publish(ctx.out / "stages" / "package" / "dist", repo, tag, token=token, api_url=release.api_url)
         except PublishError as err:
             return StageResult("fail", str(err))
         status = "fail" if result.conflicts else "pass"
@@ -400,7 +401,8 @@ def publish_stage(ctx: RunContext, repo: str, tag: str, api_url: str | None) -> 
 
         dist = ctx.out / "stages" / "package" / "dist"
         return {
-            "repo": repo, "tag": tag, "api": api_url, "dist": folder_digest(dist) if dist.is_dir() else None,
+            "repo": release.repo, "tag": release.tag, "api": release.api_url,
+            "dist": folder_digest(dist) if dist.is_dir() else None,
             "token": bool(os.environ.get("GITHUB_TOKEN")),  # whether one is set, never the token
         }  # fmt: skip
 
