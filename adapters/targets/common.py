@@ -183,6 +183,21 @@ def cpu_references(spec: ModelSpec) -> dict[str, str]:
     return out
 
 
+def engine_package(spec: ModelSpec, target: str, wm: WeightMap, what: str, context: dict, entry_points: dict) -> dict:
+    """A serving engine's package, the same five files for each engine from its templates (<target>/*.py.j2): the
+    model, its registration (__init__), the CPU paths, the weight table and pyproject.toml, beside the table walker
+    and the CPU paths' references shipped verbatim."""
+    package = context["package"]
+    templates = {"__init__.py": "init.py.j2", "model.py": "model.py.j2", "cpu.py": "cpu.py.j2"}
+    out = {f"{package}/{name}": render(f"{target}/{template}", **context) for name, template in templates.items()}
+    out[f"{package}/weight_table.py"] = table_source(spec, wm, f"{what}, weight table")
+    out["pyproject.toml"] = render("common/pyproject.toml.j2", **context, target=target, entry_points=entry_points)
+    for name in SHIPPED:
+        out[f"{package}/{name}"] = shipped_source(name, spec)
+    out.update({f"{package}/{name}": text for name, text in cpu_references(spec).items()})
+    return finish(out)
+
+
 def table_source(spec: ModelSpec, wm: WeightMap, what: str) -> str:
     """weight_table.py: the map as data (walk.py's Param / Rule / Derived), its layer groups as ranges."""
     groups = {name: ranges_expression(indices) for name, indices in wm.LAYERS.items()}

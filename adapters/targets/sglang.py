@@ -16,7 +16,7 @@ import re
 
 from dayone.adapters.targets import common
 from dayone.adapters.targets.refusals import sglang_refusals
-from dayone.adapters.weightmap import build_weight_map
+from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
 from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
@@ -43,21 +43,10 @@ def files(spec: ModelSpec) -> dict[str, str]:
     if refused:
         raise InputError(refused[0])
     package = common.package_name(spec, TARGET)
-    wm = build_weight_map(spec, "inference", mxfp4="packed")
+    wm = build_weight_map(spec, TARGET_LAYOUT[TARGET], mxfp4="packed")
     what = f"SGLang {RELEASE} external model package"
     context = common.engine_context(spec, package, what, RELEASE, (d.kind for d in wm.DERIVED))
     context["family"] = family(spec)
     # A family member registers itself as an SGLang general plugin, which SGLang loads first in every process.
     plugins = {"sglang.srt.plugins": {package: f"{package}:register"}} if context["family"] else {}
-    out = {
-        f"{package}/__init__.py": common.render("sglang/init.py.j2", **context),
-        f"{package}/model.py": common.render("sglang/model.py.j2", **context),
-        f"{package}/cpu.py": common.render("sglang/cpu.py.j2", **context),
-        f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
-        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points=plugins),
-    }
-    for name in common.SHIPPED:
-        out[f"{package}/{name}"] = common.shipped_source(name, spec)
-    for name, text in common.cpu_references(spec).items():
-        out[f"{package}/{name}"] = text
-    return common.finish(out)
+    return common.engine_package(spec, TARGET, wm, what, context, plugins)

@@ -46,15 +46,4 @@ def files(spec: ModelSpec) -> dict[str, str]:
         "family": family(spec),
     }
     plugins = {"vllm.general_plugins": {package: f"{package}:register"}}
-    out = {
-        f"{package}/__init__.py": common.render("vllm/init.py.j2", **context),
-        f"{package}/model.py": common.render("vllm/model.py.j2", **context),
-        f"{package}/cpu.py": common.render("vllm/cpu.py.j2", **context),
-        f"{package}/weight_table.py": common.table_source(spec, wm, f"{what}, weight table"),
-        "pyproject.toml": common.render("common/pyproject.toml.j2", **context, target=TARGET, entry_points=plugins),
-    }
-    for name in common.SHIPPED:
-        out[f"{package}/{name}"] = common.shipped_source(name, spec)
-    for name, text in common.cpu_references(spec).items():
-        out[f"{package}/{name}"] = text
-    return common.finish(out)
+    return common.engine_package(spec, TARGET, wm, what, context, plugins)
