@@ -13,6 +13,7 @@ import math
 import re
 import subprocess
 import sys
+import tempfile
 from importlib import metadata, resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -246,27 +247,37 @@ def ranges_expression(indices) -> str:
     return f"layers({', '.join(terms)})"
 
 
-def format_python(text: str, name: str = "generated.py") -> str:
-    """Imports sorted (ruff's isort rules) and ruff format, at the project's line length."""
-    sort = ["check", "--isolated", "--select=I", "--fix-only", "--exit-zero"]
-    text = _ruff([*sort, f"--line-length={LINE_LENGTH}", "--stdin-filename", name, "-"], text, name)
-    return _ruff(["format", "--isolated", f"--line-length={LINE_LENGTH}", "--stdin-filename", name, "-"], text, name)
+def format_tree(files: dict[str, str]) -> dict[str, str]:
+    """Python files {path: text} with imports sorted (ruff's isort rules) and ruff-formatted, at the project's line
+    length: written to a scratch folder and formatted there by two ruff runs over the whole tree (two processes per
+    generation, not two per file: a Megatron package vendors some sixty files)."""
+    if not files:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="dayone-format-") as scratch:
+        # ruff runs from an empty folder beside the tree: nothing around it counts as first-party.
+        tree, empty = Path(scratch) / "tree", Path(scratch) / "cwd"
+        empty.mkdir()
+        for rel, text in files.items():
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tree / rel).write_text(text)
+        line = f"--line-length={LINE_LENGTH}"
+        _ruff(["check", "--isolated", "--select=I", "--fix-only", "--exit-zero", line, str(tree)], empty)
+        _ruff(["format", "--isolated", line, str(tree)], empty)
+        return {rel: (tree / rel).read_text() for rel in files}
 
 
-def _ruff(args: list[str], text: str, name: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ruff", *args], input=text, capture_output=True, text=True, check=False
-    )
+def _ruff(args: list[str], cwd: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "ruff", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         if "No module named ruff" in proc.stderr:
             raise InputError("ruff is needed to format generated code (pip install ruff)")
-        raise RuntimeError(f"ruff {args[0]} failed on {name}: {proc.stderr.strip()}")
-    return proc.stdout
+        raise RuntimeError(f"ruff {args[0]} failed on the generated files: {proc.stderr.strip()}")
 
 
 def finish(files: dict[str, str]) -> dict[str, str]:
     """Format every Python file; sorted by path."""
-    return {path: format_python(text, path) if path.endswith(".py") else text for path, text in sorted(files.items())}
+    formatted = format_tree({path: text for path, text in files.items() if path.endswith(".py")})
+    return {path: formatted.get(path, text) for path, text in sorted(files.items())}
 
 
 def write_tree(out_dir: Path, files: dict[str, str]) -> list[Path]:

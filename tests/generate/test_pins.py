@@ -61,7 +61,7 @@ def test_peer_installers_read_the_table():
 
 
 def test_formatter_is_pinned_exactly_and_is_the_one_running():
-    """Generated code is ruff's output: the version pinned in pyproject is the one common.format_python runs."""
+    """Generated code is ruff's output: the version pinned in pyproject is the one common.format_tree runs."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (requirement,) = [r for r in project["dependencies"] if re.match(r"ruff\b", r)]
     match = re.fullmatch(r"ruff==(\d+\.\d+\.\d+)", requirement)

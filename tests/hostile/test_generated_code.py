@@ -110,7 +110,7 @@ def _generate_all(spec) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def unformatted(monkeypatch_module):
     # The AST is the same with or without ruff's formatting, and templates compile once: 30 generations in seconds.
-    monkeypatch_module.setattr(common, "format_python", lambda text, name="generated.py": text)
+    monkeypatch_module.setattr(common, "format_tree", lambda files: files)
     monkeypatch_module.setattr(common, "environment", functools.cache(common.environment))
 
 
