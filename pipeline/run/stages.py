@@ -256,7 +256,9 @@ def compile_stage(ctx: RunContext) -> Stage:
         from dayone.kernels.aot import AotError, compile_specializations
         from dayone.present import step
 
-        cache = ctx.out / "cache" / "kernels"
+        # Like Triton's TRITON_CACHE_DIR: a cubin is keyed by everything that decides it (dayone.kernels.aot.cache_key),
+        # so runs may share one cache; by default each OUT keeps its own.
+        cache = Path(os.environ.get(KERNEL_CACHE_ENV) or ctx.out / "cache" / "kernels")
         specs = specializations_for(ctx.widths)
         table = []
         try:
@@ -409,6 +411,7 @@ def publish_stage(ctx: RunContext, release: Publish) -> Stage:
     return Stage("publish", inputs, run, after=("package",), code=("dayone.release.github",))
 
 
+KERNEL_CACHE_ENV = "DAYONE_KERNEL_CACHE"
 _NOT_GENERATED = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 # What generate runs: the generators (imported modules followed), the static checks, and the templates they render.
 GENERATE_CODE = (
