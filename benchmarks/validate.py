@@ -1,6 +1,7 @@
 """Validation benchmarks: model forward time against transformers, and peak memory of a streamed validation.
 
     python benchmarks/validate.py [--threads 1] [--tokens 2x256] [--layers 8] [--skip-rss] [--skip-speed]
+    python benchmarks/validate.py --skip-speed --skip-rss --faithful [--faithful-checkpoint DIR]
 
 (a) speed: one tiny Kimi Linear checkpoint written by transformers' save_pretrained (hidden 256, 4 layers: 3 KDA
     + 1 MLA, 16 experts top-4, KDA head dim 64) and one batch of tokens; the forward time of dayone's reference tier
@@ -10,6 +11,11 @@
     checkpoint with wide experts, at least 4x the bytes of its largest layer; the child's peak RSS above its RSS
     right before validation starts, against the resident size of one layer in each tier ("two layers of weights")
     and of the whole model.
+(c) faithful scale (--faithful, minutes): `integrate validate`'s work (the built-in 2 x 72 tokens, fast tier vs the
+    reference tier, reload check and noise floor on) on a K3 at the faithful scale (`synth kimi-k3 --scale faithful`:
+    every per-head and per-expert width of K3, 4 layers, 1.5 GB; written first unless --faithful-checkpoint names
+    one), in this process: the wall time, each layer's, each side's (reference, candidate, floor: the report's own
+    figures) and where it goes by operation (MXFP4 dequantization, the experts' matmuls, KDA, MLA, weight loading).
 Threads: one by default, so a shared machine's other load does not turn OpenMP spinning into the measurement.
 """
 
@@ -177,6 +183,71 @@ def bench_rss(layers: int, threads: int) -> dict:
     }  # fmt: skip
 
 
+# ----- (c) faithful scale: where a validation's time goes
+# (what is timed, module, attribute): every place the model calls it, so that nested calls are counted once
+TIMED = (
+    ("MXFP4 dequantize", "dayone.adapters.model.moe", "dequantize_mxfp4_reference"),
+    ("MXFP4 dequantize", "dayone.kernels.mxfp4.ops", "dequantize_mxfp4_reference"),
+    ("experts' matmuls", "dayone.adapters.model.moe", "Experts.one"),
+    ("experts' matmuls", "dayone.adapters.model.moe", "Experts.one_packed"),
+    ("KDA", "dayone.adapters.model.kda", "KDA.forward"),
+    ("MLA", "dayone.adapters.model.mla", "MLA.forward"),
+    ("weight loading", "dayone.adapters.model.weights", "WeightLoader.load_layer"),
+    ("weight loading", "dayone.adapters.model.weights", "WeightLoader.load_embedding"),
+    ("weight loading", "dayone.adapters.model.weights", "WeightLoader.load_head"),
+)
+
+
+def bench_faithful(checkpoint: Path | None) -> dict:
+    import importlib
+
+    from dayone import present
+    from dayone.checkpoint import open_checkpoint
+    from dayone.checkpoint.spec_source import spec_for_checkpoint
+    from dayone.validate import Options, validate
+
+    spent: dict[str, float] = {name: 0.0 for name, _, _ in TIMED}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - start
+
+        return wrapper
+
+    for name, module, attribute in TIMED:
+        owner = importlib.import_module(module)
+        if "." in attribute:
+            owner, attribute = getattr(owner, attribute.split(".")[0]), attribute.split(".")[1]
+        setattr(owner, attribute, timed(name, getattr(owner, attribute)))
+    layers: list[tuple[str, float]] = []
+    present.set_step_sink(lambda text: layers.append((text, time.perf_counter())))
+    with tempfile.TemporaryDirectory() as tmp:
+        synth_s = None
+        if checkpoint is None:
+            from dayone.spec.registry import load_spec
+            from dayone.synth import scaled_spec, write_synthetic
+
+            checkpoint = Path(tmp) / "kimi-k3-faithful"
+            start = time.perf_counter()
+            write_synthetic(scaled_spec(load_spec("kimi-k3"), "faithful"), checkpoint, seed=0, num_shards=96)
+            synth_s = time.perf_counter() - start
+        start = time.perf_counter()
+        opened = open_checkpoint(str(checkpoint))
+        spec = spec_for_checkpoint(opened, None)
+        report = validate(opened, spec, Options()).report
+        wall = time.perf_counter() - start
+    ends = [t for _, t in layers[1:]] + [start + wall]
+    per_layer = {text.split(": ", 1)[1]: end - t for (text, t), end in zip(layers, ends, strict=True)}
+    return {"checkpoint": str(checkpoint), "layers": spec.num_layers, "hidden": spec.hidden_size,
+            "status": report.status, "wall_s": wall, "synth_s": synth_s, "per_layer_s": per_layer,
+            "sides_s": report.details["seconds"], "by_operation_s": spent,
+            "other_s": wall - sum(spent.values())}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -185,6 +256,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8, help="layers of the memory run's synthetic checkpoint")
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-rss", action="store_true")
+    parser.add_argument("--faithful", action="store_true", help="(c): validate a faithful-scale K3 (minutes)")
+    parser.add_argument("--faithful-checkpoint", type=Path, help="(c) on this checkpoint instead of a new one")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -212,6 +285,16 @@ def main() -> None:
                   f"{r['two_layers_resident_bytes'] / mb:.0f} MB -> {r['growth_over_two_layers']:.2f}x")  # fmt: skip
             print(f"    vs the whole model resident in both tiers: {r['whole_model_resident_bytes'] / mb:.0f} MB -> "
                   f"{r['growth_over_whole_model']:.2f}x; verdict {r['status']}")  # fmt: skip
+    if args.faithful:
+        out["faithful"] = f = bench_faithful(args.faithful_checkpoint)
+        if not args.json:
+            print(f"(c) validate at the faithful scale ({f['layers']} layers, hidden {f['hidden']}), "
+                  f"{args.threads} thread(s): {f['wall_s']:.0f} s, verdict {f['status']}")  # fmt: skip
+            print("    per layer: " + ", ".join(f"{k} {v:.0f} s" for k, v in f["per_layer_s"].items()))
+            print("    per side:  " + ", ".join(f"{k} {v:.0f} s" for k, v in f["sides_s"].items()))
+            for name, seconds in sorted(f["by_operation_s"].items(), key=lambda item: -item[1]):
+                print(f"    {name:18} {seconds:7.1f} s  {seconds / f['wall_s']:5.1%}")
+            print(f"    {'everything else':18} {f['other_s']:7.1f} s  {f['other_s'] / f['wall_s']:5.1%}")
     if args.json:
         print(json.dumps(out, indent=2))
 
