@@ -153,10 +153,11 @@ def chunk_backward_triton(qg, kg, w, u, Aqk, gl, do, h0, dht, chunk_offsets, iee
     shapes = {"K": K, "V": V, "BT": BT, "BK": tile_width(K), "BV": BV, "IEEE": ieee, "num_warps": 4, "num_stages": 1}
     grid = (NV, N, H)
     kda_chunk_states_kernel[grid](
-        w, u, kg, gl, h if h0 is None else h0, h, chunk_offsets, H, HAS_INITIAL=h0 is not None, **shapes
-    )
+        w, u, kg, gl, h if h0 is None else h0, h, chunk_offsets, H, HAS_INITIAL=h0 is not None, **shapes,
+        enable_fp_fusion=True,
+    )  # fmt: skip
     kda_chunk_backward_kernel[grid](
         qg, kg, w, u, Aqk, gl, h, do, dh0 if dht is None else dht, dh0, dqg, dkg, dw, du, dAqk, dgl, chunk_offsets,
-        H, C, HAS_FINAL_GRAD=dht is not None, **shapes,
+        H, C, HAS_FINAL_GRAD=dht is not None, **shapes, enable_fp_fusion=True,
     )  # fmt: skip
     return dqg.sum(0), dkg.sum(0), dw.sum(0), du, dAqk.sum(0), dgl.sum(0), dh0

@@ -123,8 +123,9 @@ def intra_chunk_backward_triton(q, k, g, dAqk, dAkk, ieee):
     dq, dk, dg = (torch.empty_like(q) for _ in range(3))
     if C:
         kda_chunk_intra_backward_kernel[(C, H, triton.cdiv(K, BLOCK_K))](
-            q, k, g, dAqk, dAkk, dq, dk, dg, H, K=K, BT=BT, BK=BLOCK_K, IEEE=ieee, num_warps=NUM_WARPS, num_stages=1
-        )
+            q, k, g, dAqk, dAkk, dq, dk, dg, H, K=K, BT=BT, BK=BLOCK_K, IEEE=ieee, num_warps=NUM_WARPS, num_stages=1,
+            enable_fp_fusion=True,
+        )  # fmt: skip
     return dq, dk, dg
 
 
@@ -187,6 +188,6 @@ def wy_backward_triton(M, Ak, beta, keg, v, dw, du, ieee):
     if C:
         kda_chunk_wy_backward_kernel[(C, H)](
             M, Ak, beta, keg, v, dw, du, dAk, dbeta, dkeg, dv, H, K=K, V=V, BT=BT, BK=WY_BLOCK, IEEE=ieee,
-            num_warps=4, num_stages=1,
+            num_warps=4, num_stages=1, enable_fp_fusion=True,
         )  # fmt: skip
     return dAk, dbeta, dkeg, dv

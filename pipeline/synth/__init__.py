@@ -8,11 +8,18 @@ Weights are drawn per tensor from (seed, name), scaled so activations stay well-
 (see draw.py for the reasoning behind each scale).
 """
 
-from dayone.synth.draw import WeightDraw
-from dayone.synth.faithful import faithful_spec
-from dayone.synth.scale import SCALE_NAMES, SCALES, Scale, scaled_spec
-from dayone.synth.write import SyntheticData, write_synthetic
+from __future__ import annotations
 
+import importlib
+
+# Imported on first use (PEP 562): the weight drawing and writing need torch, and `integrate run` reaches
+# dayone.synth.stand_in (a stand-in's name) in a fully cached run, which must not import torch.
+_HOMES = {
+    "SCALES": "scale", "SCALE_NAMES": "scale", "Scale": "scale", "scaled_spec": "scale",
+    "faithful_spec": "faithful",
+    "SyntheticData": "write", "write_synthetic": "write",
+    "WeightDraw": "draw",
+}  # fmt: skip
 __all__ = [
     "SCALES",
     "SCALE_NAMES",
@@ -23,3 +30,9 @@ __all__ = [
     "scaled_spec",
     "write_synthetic",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'dayone.synth' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"dayone.synth.{_HOMES[name]}"), name)
