@@ -13,7 +13,6 @@ in-chunk backward; 96 takes twice the interpreter's time) with V = 80 (three V b
 padding and the per-block partial sums are exercised.
 """
 
-import itertools
 import json
 import os
 import subprocess
@@ -24,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from dayone.kernels.kda import autograd as triton_autograd
 from dayone.kernels.kda.autograd import chunk_kda_triton_autograd
-from dayone.kernels.kda.reference import recurrence
 from dayone.kernels.kda.torch_chunk_autograd import chunk_kda_autograd
+from test_kda_autograd import truth64
 
 H = 2
 GRAD_TOLERANCE = 1e-5  # max |grad - grad64| / max |grad64|, per tensor
@@ -63,26 +62,6 @@ def inputs(K, V, seed=0, cu=CU_SEQLENS):
         "beta": randn(1, T, H), "A_log": randn(H, s=0.5), "dt_bias": randn(H * K),
         "gate": randn(1, T, H, V), "weight": randn(V, s=0.3), "h0": randn(len(cu) - 1, H, K, V, s=0.1),
     }  # fmt: skip
-
-
-def truth64(x, cu):
-    """fp64 autograd truth: preprocessing from the formulas, the per-token recurrence, the output gate."""
-    K = x["q"].shape[-1]
-    q, k, v, g, beta = (x[n].double() for n in ("q", "k", "v", "g", "beta"))
-    qn = q / torch.sqrt(q.pow(2).sum(-1, keepdim=True) + 1e-6) * K**-0.5
-    kn = k / torch.sqrt(k.pow(2).sum(-1, keepdim=True) + 1e-6)
-    a = x["A_log"].double().exp().view(H, 1)
-    log_decay = LOWER_BOUND * torch.sigmoid(a * (g + x["dt_bias"].double().view(H, K)))
-    b = torch.sigmoid(beta)
-    outs, finals = [], []
-    for n, (bos, eos) in enumerate(itertools.pairwise(cu)):
-        o, S = recurrence(qn[0, bos:eos], kn[0, bos:eos], v[0, bos:eos], log_decay[0, bos:eos], b[0, bos:eos],
-                          x["h0"][n].double())  # fmt: skip
-        outs.append(o)
-        finals.append(S)
-    o = torch.cat(outs)[None]
-    gated = o / torch.sqrt(o.pow(2).mean(-1, keepdim=True) + NORM_EPS) * x["weight"].double()
-    return gated * torch.sigmoid(x["gate"].double()), torch.stack(finals)
 
 
 def under_test(x, cu):
