@@ -58,6 +58,9 @@ def conform_target(
 ) -> TargetReport:
     """adapter: the target's generated folder (its pyproject.toml); keep: leave the probes' dumps here;
     forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes."""
+    # The probes run in other folders, and the report names the checkpoint by its absolute path, never a relative
+    # one (a folder called "ck" would be scrubbed out of every word holding those letters).
+    checkpoint = Path(checkpoint).resolve()
     python = peers.peer_python(target)
     if python is None:
         step(f"conform: {target}: not run: {peers.missing(target)}")
@@ -103,7 +106,7 @@ def conform_target(
             _said(target, world, "forward", run.levels["forward"])
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
-                                         tmp: "<scratch>", str(keep or tmp): "<out>"})  # fmt: skip
+                                         tmp: "<scratch>", str(Path(keep or tmp).resolve()): "<out>"})  # fmt: skip
 
 
 def _said(target: str, world: int, name: str, level: Level) -> None:
@@ -118,7 +121,8 @@ def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetR
 
     def scrub(text: str) -> str:
         for path, name in sorted(names.items(), key=lambda item: -len(item[0])):
-            text = text.replace(path, name)
+            if Path(path).is_absolute():  # a relative name ("ck") is also a piece of ordinary words
+                text = text.replace(path, name)
         return text
 
     for run in report.runs:

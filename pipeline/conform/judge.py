@@ -94,7 +94,10 @@ def _writes(table, par: walk.Parallel, record: dict, rank: int) -> list[str]:
             continue
         replicated_part = row.rule.part is not None and row.param.tp != "column" and row.param.experts != "stacked"
         name = walk.local_name(table, row, par)
-        want[name] += 0 if replicated_part else 1
+        if replicated_part:
+            want[name] = 1  # the loader gathers its parts and writes it whole, in one weight_loader call
+        else:
+            want[name] += 1
     calls = record["calls"]
     problems = []
     for name in sorted(set(want) | set(calls)):

@@ -24,10 +24,14 @@ hidden size, dense intermediate size
     row is a power of two (the attention-residual and MoE-combine kernels pad a row to the next power of two and mask
     the rest; 7168 is masked, 4096 is not), and how many tile multiples divide it (MXFP4 reads K in 128-element
     tiles, GEMM libraries in 64 / 128). So the odd factor is kept and only powers of two above 128 are dropped:
-    7168 = 7 x 2^10 -> 896, 2304 = 9 x 2^8 -> 1152, 33792 = 33 x 2^10 -> 4224, 4096 -> 128. Keeping the value is
-    not feasible on a CI CPU: a K3 KDA layer at hidden 7168 is 440 M parameters (every projection reads the hidden
-    state), against 55 M at 896. The compile stage of `integrate run` builds the kernels at the named spec's own
-    dims anyway (dayone.run.stages), so the value itself is still compiled for.
+    7168 = 7 x 2^10 -> 896, 2304 = 9 x 2^8 -> 1152, 33792 = 33 x 2^10 -> 4224, 4096 -> 128. The hidden size
+    then takes back as few of its dropped powers of two as make hidden_size // num_attention_heads even (as the
+    release's is, or it never was): transformers takes that quotient as the rotary width and refuses an odd one
+    ("RoPE requires an even rotary dimension", inside vLLM's config loading) even where the attention is NoPE.
+    K3: 7168 / 96 = 74, but 896 // 96 = 9, so 1792 (18). Keeping the value is not feasible on a CI CPU: a K3 KDA
+    layer at hidden 7168 is 440 M parameters (every projection reads the hidden state), against 110 M at 1792. The
+    compile stage of `integrate run` builds the kernels at the named spec's own dims anyway (dayone.run.stages), so
+    the value itself is still compiled for.
 vision passthrough
     scaled as `tiny` scales it: nothing runs it.
 
@@ -41,6 +45,7 @@ from __future__ import annotations
 import math
 import re
 
+from dayone.spec.hf_config import attention_heads
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -54,9 +59,7 @@ def faithful_spec(spec: ModelSpec) -> ModelSpec:
     """The shape-faithful stand-in of `spec`, named `<name>-faithful` (see the module's docstring)."""
     data = spec_to_dict(spec)
     layers = faithful_layer_count(spec)
-    data.update(
-        name=stand_in_name(spec.name, "faithful"), num_layers=layers, hidden_size=shrink_in_class(spec.hidden_size)
-    )
+    data.update(name=stand_in_name(spec.name, "faithful"), num_layers=layers, hidden_size=faithful_hidden_size(spec))
     data.update(vocab_size=FAITHFUL_VOCAB, token_ids=token_ids_at_end(spec, FAITHFUL_VOCAB))
     data["layout"] = {
         "attention": to_expression(spec.attention_kinds[:layers]),
@@ -77,6 +80,15 @@ def shrink_in_class(width: int) -> int:
     twos = (width & -width).bit_length() - 1
     keep = min(twos, SHAPE_CLASS_TILE.bit_length() - 1)
     return (width >> twos) << keep
+
+
+def faithful_hidden_size(spec: ModelSpec) -> int:
+    """`shrink_in_class(spec.hidden_size)`, doubled (back towards the release's value, never past it) until
+    hidden_size // num_attention_heads is even, the rotary width transformers checks: K3 7168 -> 896 -> 1792."""
+    heads, hidden = attention_heads(spec), shrink_in_class(spec.hidden_size)
+    while (hidden // heads) % 2 and hidden * 2 <= spec.hidden_size:
+        hidden *= 2
+    return hidden
 
 
 def routing_minimum(spec: ModelSpec) -> int:

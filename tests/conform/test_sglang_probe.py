@@ -36,6 +36,7 @@ from dayone.synth.scale import SCALES, scaled_spec
 from dayone.synth.write import write_synthetic
 from model_fixtures import with_updates
 from safetensors.torch import load_file
+from safetensors_folder import read_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv" / "peers" / "sglang" / "bin" / "python"
@@ -85,17 +86,10 @@ def probe_batch(cases: dict[str, Case], root: Path) -> dict[str, Run]:
     return runs
 
 
-def checkpoint_tensors(checkpoint: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for path in sorted(checkpoint.glob("*.safetensors")):
-        out.update(load_file(path))
-    return out
-
-
 def judge(spec: ModelSpec, checkpoint: Path, out: Path, world: int) -> list[str]:
     """The driver's judge of every rank's dump: one line per problem, naming the tensor; [] when loaded right."""
     table = build_weight_map(spec, TARGET_LAYOUT["sglang"], mxfp4="packed")
-    tensors = checkpoint_tensors(checkpoint)
+    tensors = read_folder(checkpoint)
     return [p for rank in range(world) for p in conform_judge.judge_rank(table, tensors, rank, world, out)]
 
 
@@ -104,6 +98,8 @@ DRIVEN = "kimi-linear-48b-a3b"
 SPECS = ("kimi-k3", "kimi-linear-48b-a3b")
 WORLDS = (1, 2)
 LAYERS = 5
+
+# Routed experts 64 wide: one 32-element MXFP4 scale group per rank at world size 2 (tiny has one per expert row).
 TINY = dataclasses.replace(SCALES["tiny"], expert_intermediate=64)
 
 

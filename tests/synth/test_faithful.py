@@ -8,6 +8,7 @@ import json
 import pytest
 from cli_runner import assert_bad_input, integrate
 from dayone.spec.derive import derive_spec
+from dayone.spec.hf_config import to_hf_config
 from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 from dayone.synth import scaled_spec
@@ -44,7 +45,7 @@ def test_every_per_head_and_per_expert_width_kept(name):
 
 def test_k3_numbers():
     k3 = scaled_spec(load_spec("kimi-k3"), "faithful")
-    assert (k3.name, k3.num_layers, k3.hidden_size, k3.dense_intermediate_size) == ("kimi-k3-faithful", 4, 896, 4224)
+    assert (k3.name, k3.num_layers, k3.hidden_size, k3.dense_intermediate_size) == ("kimi-k3-faithful", 4, 1792, 4224)
     assert (k3.moe.num_experts, k3.moe.experts_per_token, k3.kda.a_log_shape) == (17, 16, (128,))
     kl = scaled_spec(load_spec("kimi-linear-48b-a3b"), "faithful")
     assert (kl.hidden_size, kl.moe.num_experts, kl.kda.a_log_shape) == (1152, 9, (1, 1, 32, 1))
@@ -59,6 +60,33 @@ def test_hidden_keeps_its_shape_class(width, shrunk):
     odd = lambda n: n // (n & -n)
     assert odd(shrunk) == odd(width) and (shrunk & (shrunk - 1) == 0) == (width & (width - 1) == 0)
     assert shrunk % 128 == 0 or shrunk == width
+
+
+@pytest.mark.parametrize(
+    ("hidden", "heads", "faithful"),
+    [
+        (7168, 96, 1792),  # K3: 896 // 96 = 9, odd; 1792 // 96 = 18
+        (2304, 32, 1152),  # Kimi Linear: 1152 // 32 = 36, nothing taken back
+        (7168, 64, 896),  # 896 // 64 = 14
+        (3584, 96, 1792),  # 7 x 2^9: one power of two taken back of the two dropped
+        (7168, 768, 1792),  # 896 // 768 = 1, 1792 // 768 = 2
+        (1152, 128, 1152),  # the release's own 9 is odd: never wider than the release
+    ],
+)
+def test_hidden_size_gives_transformers_an_even_rotary_width(hidden, heads, faithful):
+    """transformers (inside vLLM's config loading) takes hidden_size // num_attention_heads as the rotary width and
+    refuses an odd one, NoPE or not: the faithful hidden size takes back the fewest dropped powers of two for it."""
+    mla = {**spec_to_dict(load_spec("kimi-k3"))["mla"], "num_heads": heads}
+    spec = _variant("kimi-k3", hidden_size=hidden, mla=mla)
+    found = scaled_spec(spec, "faithful")
+    assert found.hidden_size == faithful
+    assert hidden % found.hidden_size == 0 and found.hidden_size % shrink_in_class(hidden) == 0
+    config = to_hf_config(found)
+    text = config.get("text_config", config)
+    assert text["hidden_size"] == faithful and text["num_attention_heads"] == heads
+    even = (faithful // heads) % 2 == 0
+    assert even or faithful == hidden
+    assert faithful == shrink_in_class(hidden) or (faithful // 2 // heads) % 2 == 1  # no wider than needed
 
 
 @pytest.mark.parametrize(

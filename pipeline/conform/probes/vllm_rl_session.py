@@ -10,11 +10,14 @@ PROMPTS.json as for vllm_forward.py ([{"prompt": [ids...], "max_tokens": n}, ...
    log-prob (vLLM's raw log-probs: Miles' rollout_log_probs), written to OUTDIR/rollout.json as soon as known;
 2. score: each prompt + response sent as a prompt (prompt_logprobs, one new token): the engine's log-prob of every
    token after the first ("before");
-3. refit: waits for FILE (the trainer's updated weights under checkpoint names, renamed into place when whole),
-   sends its path to every worker (collective_rpc), whose model takes the tensors through its load_weights (the
-   second load conform's level d checks), as RL frameworks refit a running engine; then scores again ("after").
+3. refit: waits for FILE (the trainer's updated weights under checkpoint names, renamed into place when whole)
+   and hands its folder to vLLM's own in-place weight update, `LLM.collective_rpc("reload_weights")`: every
+   worker's `reload_weights` streams the files through vLLM's loader into the running model's load_weights (the
+   second load conform's level d checks) and redoes vLLM's post-load processing layer by layer; then scores again
+   ("after").
 Writes OUTDIR/session.json: {"status": "ran"|"fail", "detail", "engine", "requests": [{"prompt", "response",
-"rollout_logprobs"}], "before", "after", "refit": {"tensors", "loaded", "seconds"}}.
+"rollout_logprobs"}], "before", "after", "refit": {"tensors", "seconds", "meta"}}, where "meta" names every
+tensor of the model (parameters, buffers, tensors the adapter derives) left on the meta device after the refit.
 """
 
 from __future__ import annotations
@@ -31,37 +34,18 @@ from vllm_forward import MAX_NUM_SEQS, _engine, _line, peer_environment
 SEED = 1000
 
 
-def load_refit(worker, path: str) -> list[str]:
-    """Runs in every engine worker (collective_rpc): the tensors at `path` (checkpoint names) into the running model
-    through its load_weights (which recomputes what the adapter derives from them), as RL frameworks refit vLLM,
-    then the post-load processing of the layers that keep a processed copy of their weights, run again as vLLM's
-    own in-place reload runs it:
-    - on vLLM's CPU platform a linear layer's processing packs its weight for the CPU GEMM (`cpu_linear`), leaving
-      the parameter empty (`dispatch_cpu_unquantized_gemm(remove_weight=True)`; the LM head keeps it): an emptied
-      weight is put back first as vLLM recorded it at load (`reload.layerwise` metadata: shape, weight loader);
-    - an MLA attention layer absorbs kv_b_proj into its own matrices.
-    (`Worker.reload_weights` itself leaves the adapter's derived tensors and its directly copied parameters on the
-    meta device: the adapter's loader writes those without the weight_loader that reload tracks.)
-    Returns the parameter names load_weights reports written."""
-    from safetensors.torch import load_file
-    from vllm.model_executor.layers.attention import is_deferred_attention_layer
-    from vllm.model_executor.model_loader.reload.layerwise import get_layerwise_info
-    from vllm.model_executor.model_loader.reload.meta import materialize_meta_tensor
-    from vllm.model_executor.model_loader.reload.sanitize import restore_layer_refs
+def meta_tensors(worker) -> list[str]:
+    """Runs in every engine worker (collective_rpc): the names of the model's tensors on the meta device, the
+    placeholders vLLM's in-place reload puts in while it loads (none should outlive it): parameters, buffers and
+    the tensors modules hold as plain attributes (what the adapter derives from the weights)."""
+    import torch
 
-    model = worker.get_model()
-    packed = [m for m in model.modules() if hasattr(m, "cpu_linear") and hasattr(m, "quant_method")]
-    for layer in packed:
-        if layer.weight.numel() == 0:
-            recorded = get_layerwise_info(layer).restore_metadata[0]["weight"]
-            layer.weight = materialize_meta_tensor(restore_layer_refs(recorded, layer))
-    written = model.load_weights(iter(load_file(path).items()))
-    for layer in packed:
-        layer.quant_method.process_weights_after_loading(layer)
-    for layer in model.modules():
-        if is_deferred_attention_layer(layer):
-            layer.process_weights_after_loading(worker.model_config.dtype)
-    return sorted(written or ())
+    names = []
+    for module_name, module in worker.get_model().named_modules():
+        held = {**module._parameters, **module._buffers}
+        held |= {k: v for k, v in vars(module).items() if isinstance(v, torch.Tensor)}
+        names += [f"{module_name}.{k}" for k, v in held.items() if v is not None and v.is_meta]
+    return sorted(names)
 
 
 def score(llm, sequences: list[list[int]]) -> list[list[float]]:
@@ -104,13 +88,18 @@ def run(args, result: dict) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no refit weights at {args.refit} after {args.wait} s")
         time.sleep(0.5)
-    start = time.perf_counter()
-    per_worker = llm.collective_rpc(load_refit, args=(str(args.refit),))
     from safetensors import safe_open
 
     with safe_open(str(args.refit), "pt") as f:
         sent = len(list(f.keys()))
-    result["refit"] = {"tensors": sent, "loaded": len(per_worker[0]), "seconds": round(time.perf_counter() - start, 3)}
+    weights = args.out / "refit"  # a folder of its own: vLLM's loader reads every *.safetensors of the folder
+    weights.mkdir()
+    (weights / "model.safetensors").symlink_to(args.refit.resolve())
+    start = time.perf_counter()
+    llm.collective_rpc("reload_weights", kwargs={"weights_path": str(weights)})
+    seconds = round(time.perf_counter() - start, 3)
+    meta = sorted(set().union(*llm.collective_rpc(meta_tensors)))
+    result["refit"] = {"tensors": sent, "seconds": seconds, "meta": meta}
     result["after"] = score(llm, sequences)
 
 
