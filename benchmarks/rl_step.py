@@ -12,7 +12,7 @@ shared machine), with wall time beside it. Before timing, both variants' losses 
 function: a ratio against a wrong computation would mean nothing).
 
 Scales: tiny is the stand-in the checks use (4 layers, hidden 64, 2 KDA heads of 16), the whole model's step.
-faithful is dayone.synth's faithful scale (4 layers, hidden 896, K3's 96 KDA heads of 128, 17 experts of 3072):
+faithful is dayone.synth's faithful scale (4 layers, hidden 1792, K3's 96 KDA heads of 128, 17 experts of 3072):
 its whole-model step does not fit a shared 23 GB machine (one try at 64 tokens passed 18 GB resident and was
 ended without a report: parameters, gradients and the reference recurrence's saved per-token states of 96 x 128 x 128), so at
 that scale the step is the KDA op's alone (`--scale faithful`: the layer's KDA call, forward and backward of a loss

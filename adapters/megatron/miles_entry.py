@@ -5,10 +5,11 @@
 
 The entry is `convert_to_hf` in miles/backends/megatron_utils/megatron_to_hf/__init__.py: it strips vocabulary
 padding, dispatches on the model name to a converter, and quantizes (not with quantization_config None). The tree
-needs only the files that path runs (tests/data/miles-c7969ad1f holds them, byte for byte). Every other module the
-dispatch imports relatively (Miles' converters for other models, the quantizers) is stood in for by a module whose
-functions raise, naming themselves: they are absent on purpose, since with the patch Miles dispatches the package's
-name to the package's converter first. A dispatch that reaches one of them fails loudly instead of converting.
+needs only the files that path runs (tests/data/vendor/miles-c7969ad1f holds them, byte for byte). Every other
+module the dispatch imports relatively (Miles' converters for other models, the quantizers) is stood in for by a
+module whose functions raise, naming themselves: they are absent on purpose, since with the patch Miles dispatches
+the package's name to the package's converter first. A dispatch that reaches one of them fails loudly instead of
+converting.
 """
 
 from __future__ import annotations

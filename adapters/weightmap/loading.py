@@ -7,9 +7,13 @@ The engine contract, the same in both engines:
 - a FusedMoE parameter has `weight_loader(param, weight, weight_name, shard_id=..., expert_id=...)` with the
   global expert id ("w1" gate, "w3" up, "w2" down) and ignores experts another rank holds;
 - any other parameter has `weight_loader(param, weight)` (sharded ones slice their rank) or none (copied whole).
-A replicated fused parameter (MLA's q_a with kv_a) is written part by part here.
-Derived tensors (absorbed MLA, attention-residual vectors, fp32 router bias) are recomputed for every layer a
-load touched, so they never go stale after a weight update.
+A replicated fused parameter (MLA's q_a with kv_a) is assembled from its parts and written whole through its
+weight_loader once a load has carried every part (vLLM's in-place reload counts what each layer's loaders write
+and leaves a layer written around them with its old weights); parts of it a load carries alone are copied into
+place. Derived tensors (absorbed MLA, attention-residual vectors, fp32 router bias) are recomputed for every
+layer a load touched, from the parameters the model holds when the load ends (vLLM's reload swaps each layer's
+parameters for placeholders while it loads, and puts its own back when the layer is complete), so they never go
+stale after a weight update.
 
 This file depends on torch only: dayone ships it unchanged inside the generated SGLang and vLLM packages.
 """
@@ -21,7 +25,7 @@ from collections.abc import Iterable
 
 import torch
 
-from .walk import Row, derive, derived_rows, fill, layer_indices, params_by_name, part_span, scale_name, unpad
+from .walk import Param, Row, derive, derived_rows, fill, layer_indices, params_by_name, part_span, scale_name, unpad
 
 _LAYER = re.compile(r"layers\.(\d+)\.")
 _EXPERT = re.compile(r"experts\.(\d+)\.")
@@ -41,6 +45,12 @@ def pattern_of(name: str) -> tuple[str, int | None, int | None]:
     return name, layer, expert
 
 
+def _part_rows(tensor: torch.Tensor, decl: Param, part: int) -> torch.Tensor:
+    """The rows of a fused parameter (or a tensor of its shape) that part `part` fills."""
+    start, length = part_span(decl, part)
+    return tensor.narrow(0, start, length)
+
+
 class TableLoader:
     """Walks `table` into `model` (its named_parameters are the table's parameters on this rank)."""
 
@@ -52,6 +62,8 @@ class TableLoader:
         for rule in table.RULES:
             self.by_pattern.setdefault(rule.source, []).append((rule, decls[(rule.target, rule.layers)]))
         self.pending: dict[str, torch.Tensor] = {}  # the first half of an MXFP4 pair, until its twin arrives
+        self.parts: dict[str, dict[int, torch.Tensor]] = {}  # a replicated fused parameter's parts so far
+        self.part_decls: dict[str, Param] = {}
         self.passed_through: set[str] = set()
 
     def row(self, name: str) -> Row | None:
@@ -83,11 +95,20 @@ class TableLoader:
             value = self._value(row, name, tensor)
             if value is None:
                 continue  # waiting for the other half of an MXFP4 pair
-            self._put(row, self.params[target], value)
+            if row.rule.part is not None and row.param.tp != "column" and row.param.experts != "stacked":
+                self._gather_part(row, target, value)
+            else:
+                self._put(row, self.params[target], value)
             written.add(target)
             touched.add(row.layer)
         if self.pending:
             raise KeyError(f"{min(self.pending)}: the other half of its MXFP4 pair never arrived")
+        for target, parts in self.parts.items():  # a partial update: only the parts it carried change
+            param = self.params[target]
+            for part, value in parts.items():
+                with torch.no_grad():
+                    _part_rows(param.data, self.part_decls[target], part).copy_(value.reshape(-1, *param.shape[1:]))
+        self.parts.clear()
         self.refresh_derived(touched)
         return written
 
@@ -112,27 +133,44 @@ class TableLoader:
             loader(param, value, row.source, shard_id=row.rule.shard, expert_id=row.expert)
         elif row.rule.part is not None and row.param.tp == "column":
             loader(param, value, row.rule.shard)
-        elif row.rule.part is not None:
-            start, length = part_span(row.param, row.rule.part)
-            with torch.no_grad():
-                param.data.narrow(0, start, length).copy_(value.reshape(length, *param.shape[1:]))
         elif loader is not None:
             loader(param, value)
         else:
             with torch.no_grad():
                 param.data.copy_(value.reshape(param.shape))
 
+    def _gather_part(self, row: Row, target: str, value: torch.Tensor) -> None:
+        """Keep one part of a replicated fused parameter; with the last of its parts, write the whole parameter
+        through its weight_loader (a direct copy without one)."""
+        self.part_decls[target] = row.param
+        parts = self.parts.setdefault(target, {})
+        parts[row.rule.part] = value
+        if len(parts) < len(row.param.parts):
+            return
+        del self.parts[target]
+        param = self.params[target]
+        whole = torch.zeros(param.shape, dtype=value.dtype)
+        for part, part_value in parts.items():
+            _part_rows(whole, row.param, part).copy_(part_value.reshape(-1, *param.shape[1:]))
+        loader = getattr(param, "weight_loader", None)
+        if loader is not None:
+            loader(param, whole)
+        else:
+            with torch.no_grad():
+                param.data.copy_(whole)
+
     def refresh_derived(self, layers: set[int | None] | None = None) -> dict[str, torch.Tensor]:
         """Recompute the derived tensors of `layers` (None: all) from the current parameters and set each on its
         module (`a.b.w_kc` -> model.a.b.w_kc); returns them by name."""
         out = {}
+        params = dict(self.model.named_parameters())  # what the model holds now, not what it held at the start
         for name, d, inputs in derived_rows(self.table):
             layer = _LAYER.search(name)
             index = int(layer.group(1)) if layer else None
             if layers is not None and index not in layers:
                 continue
-            if all(i in self.params for i in inputs):
-                out[name] = derive(d.kind, [self.params[i].data for i in inputs], d.dims)
+            if all(i in params for i in inputs):
+                out[name] = derive(d.kind, [params[i].data for i in inputs], d.dims)
         for name, value in out.items():
             owner, _, attr = name.rpartition(".")
             setattr(self.model.get_submodule(owner) if owner else self.model, attr, value)

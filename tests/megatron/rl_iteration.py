@@ -5,8 +5,8 @@ with the generated vLLM adapter (pipeline/conform/probes/vllm_rl_session.py, the
 rollout and scores it. Meanwhile the trainer (dayone.programs.megatron.miles_trainer, the megatron peer) builds the
 Megatron model through the generated Miles package, syncs its weights through Miles' own converter entry (the
 pinned Miles files in tests/data with the package's dispatch patch applied), scores the rollout, takes one SGD step
-and writes the updated weights; the still-running engine loads them through its models' load_weights and scores
-the same sequences again. The two peers share nothing but files.
+and writes the updated weights; the still-running engine loads them through vLLM's own in-place weight update
+(`reload_weights`) and scores the same sequences again. The two peers share nothing but files.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dayone.adapters.megatron.peer import RELEASE
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MEGATRON_PEER = ROOT / ".venv" / "peers" / "megatron"
-MILES_FILES = ROOT / "tests" / "data" / "miles-c7969ad1f"
+MILES_FILES = ROOT / "tests" / "data" / "vendor" / "miles-c7969ad1f"
 SESSION = ROOT / "pipeline" / "conform" / "probes" / "vllm_rl_session.py"
 SPEC = "kimi-k3"
 # Prompts of different lengths, each sampled for 8 tokens (Miles' responses): 3 samples, 24 response tokens.
@@ -54,7 +54,7 @@ def blob(path: Path) -> str:
 
 
 def vendored_blobs() -> dict[str, str]:
-    """{path: blob} as tests/data/miles-c7969ad1f/README.md lists them."""
+    """{path: blob} as tests/data/vendor/miles-c7969ad1f/README.md lists them."""
     text = (MILES_FILES / "README.md").read_text()
     return {path: sha for sha, path in re.findall(r"^ {4}([0-9a-f]{40})  (\S+)$", text, re.MULTILINE)}
 

@@ -62,6 +62,7 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_file: str, out: str,
     from dayone.adapters.targets import common
     from dayone.adapters.weightmap import build_weight_map, walk
     from dayone.programs.megatron.check_bridge import bypass_package_inits
+    from dayone.programs.megatron.same_bytes import byte_mismatches
     from dayone.programs.megatron.verify import synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
@@ -127,12 +128,11 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_file: str, out: str,
         streamed |= mapping.megatron_to_hf(param.detach(), owner)
     if rank == 0:
         wanted = {n for n in checkpoint if n not in {r.source for r in table.RULES if r.target in passthrough}}
-        for name in sorted(wanted ^ set(streamed))[:5]:
+        unmatched, differing = byte_mismatches(streamed, checkpoint, wanted)
+        for name in unmatched[:5]:
             fail(f"{name}: {'not streamed back' if name in wanted else 'streamed back, not in the checkpoint'}")
-        for name in sorted(wanted & set(streamed)):
-            a, b = streamed[name].to(checkpoint[name].dtype).contiguous(), checkpoint[name].contiguous()
-            if a.shape != b.shape or not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
-                fail(f"{name}: streamed back not bitwise the checkpoint's")
+        for name in differing:
+            fail(f"{name}: streamed back not bitwise the checkpoint's")
         report["round_trip_tensors"] = len(wanted & set(streamed))
     report["mapped_parameters"] = len(tasks)
     report["mapping_classes"] = sorted({type(m).__name__ for _, m, _, _ in tasks})

@@ -75,9 +75,9 @@ def main() -> None:
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
-    from dayone.adapters.targets import common, megatron_bridge
+    from dayone.adapters.targets import megatron_bridge
     from dayone.adapters.weightmap import build_weight_map, walk
-    from dayone.programs.megatron.verify import synthetic_checkpoint
+    from dayone.programs.megatron.verify import generated_package, synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
     from megatron.core.process_groups_config import ProcessGroupCollection
@@ -87,9 +87,7 @@ def main() -> None:
     bypass_package_inits()
     full = load_spec(spec_name)
     spec = tiny_stand_in(full, args.layers)
-    common.write_tree(out / "bridge", megatron_bridge.files(spec))
-    sys.path.insert(0, str(out / "bridge"))
-    package = common.package_name(spec, "megatron-bridge")
+    package = generated_package(spec, "megatron-bridge", megatron_bridge.files(spec), out / "bridge")
     module = importlib.import_module(f"{package}.bridge")
     why = f"MegatronModelBridge.register_bridge and AutoBridge: {STOOD_IN} imports megatron.bridge.peft, {TE_WHY}"
     report: dict = {"spec": spec.name, "failures": [], "not_run": [why]}

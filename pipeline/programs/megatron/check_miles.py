@@ -18,7 +18,6 @@ import importlib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import torch
@@ -75,7 +74,8 @@ def main() -> None:
     dist.init_process_group("gloo", rank=0, world_size=1)
     from dayone.adapters.megatron.cpu import install_cpu_standins
     from dayone.adapters.targets import common, miles
-    from dayone.programs.megatron.verify import synthetic_checkpoint
+    from dayone.programs.megatron.same_bytes import weight_sync_failures
+    from dayone.programs.megatron.verify import generated_package, synthetic_checkpoint
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
 
@@ -83,9 +83,7 @@ def main() -> None:
     install_cpu_standins()
     full = load_spec(spec_name)
     spec = tiny_stand_in(full, args.layers)
-    common.write_tree(out / "miles", miles.files(spec))
-    sys.path.insert(0, str(out / "miles"))
-    package = common.package_name(spec, "miles")
+    package = generated_package(spec, "miles", miles.files(spec), out / "miles")
     plugin = importlib.import_module(f"{package}.plugin")
     convert = importlib.import_module(f"{package}.convert")
     report: dict = {"spec": spec.name, "failures": []}
@@ -119,12 +117,7 @@ def main() -> None:
             if name in have:
                 synced.update(dict(fn(None, f"module.module.{name}", value.detach())))
         expected = {n for n in tensors if n not in passthrough}
-        for name in sorted(expected ^ set(synced))[:5]:
-            fail(f"weight sync: {name} {'missing' if name in expected else 'not in the release'}")
-        for name in sorted(expected & set(synced)):
-            a, b = synced[name].to(tensors[name].dtype).contiguous(), tensors[name].contiguous()
-            if a.shape != b.shape or not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
-                fail(f"weight sync: {name} is not the release's bytes")
+        report["failures"] += weight_sync_failures(synced, tensors, expected)
         report["synced_tensors"] = len(synced)
     print(json.dumps(report))
 

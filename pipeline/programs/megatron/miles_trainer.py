@@ -87,6 +87,7 @@ def run(args) -> dict:
     from dayone.adapters.megatron.miles_entry import miles_convert_to_hf
     from dayone.adapters.targets import common, miles
     from dayone.programs.megatron.check_miles import config_from_args, gpt_model
+    from dayone.programs.megatron.same_bytes import weight_sync_failures
     from dayone.programs.megatron.train_step import stand_in
     from dayone.programs.megatron.verify import _free_port
     from megatron.core import parallel_state as ps
@@ -102,7 +103,6 @@ def run(args) -> dict:
     convert = importlib.import_module(f"{package}.convert")
     convert_to_hf = miles_convert_to_hf(args.miles)
     report: dict = {"spec": spec.name, "model_name": miles.model_name(spec), "failures": [], "seconds": {}}
-    fail = report["failures"].append
 
     margs = [(f, v) for f, v in miles.model_args(spec) if v is not None and v is not False]
     kwargs, _ = config_from_args(margs, miles)
@@ -118,12 +118,7 @@ def run(args) -> dict:
     first = synced(model, convert_to_hf, report["model_name"], spec.vocab_size, names)
     report["seconds"]["sync"] = round(time.perf_counter() - start, 3)
     expected = {n for n in tensors if n not in passthrough}
-    for name in sorted(expected ^ set(first))[:5]:
-        fail(f"weight sync: {name} {'missing' if name in expected else 'not in the checkpoint'}")
-    for name in sorted(expected & set(first)):
-        a, b = first[name].to(tensors[name].dtype).contiguous(), tensors[name].contiguous()
-        if a.shape != b.shape or not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
-            fail(f"weight sync: {name} is not the checkpoint's bytes")
+    report["failures"] += weight_sync_failures(first, tensors, expected)
     report["synced_tensors"] = len(first)
 
     rollout = json.loads(args.rollout.read_text())["requests"]

@@ -57,6 +57,16 @@ def tiny_stand_in(full, layers: int | None = None):
     return ModelSpec.model_validate(data)
 
 
+def generated_package(spec, target: str, files: dict[str, str], folder: Path) -> str:
+    """Write a target's generated package (`files`, as its adapter makes them) under `folder`, put the folder on
+    sys.path and return the package's import name."""
+    from dayone.adapters.targets import common
+
+    common.write_tree(folder, files)
+    sys.path.insert(0, str(folder))
+    return common.package_name(spec, target)
+
+
 def bridge_import() -> str:
     """Whether megatron-bridge imports here; if not, the exact import that needs a package this machine lacks."""
     import traceback
@@ -119,6 +129,7 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
     from dayone.adapters.megatron import build_model
     from dayone.adapters.model import SpecModel, WeightLoader
     from dayone.adapters.weightmap import build_weight_map, walk
+    from dayone.programs.megatron.same_bytes import same_bytes
     from dayone.spec.registry import load_spec
     from megatron.core import parallel_state as ps
 
@@ -179,7 +190,7 @@ def rank_main(rank: int, world: int, tp: int, ep: int, spec_name: str, layers: i
         shards = {(t, e): by_tp[t] | by_ep[e] for t in range(tp) for e in range(ep)}
         back = walk.to_hf(table, shards, walk.Parallel(0, tp, 0, ep))
         # the model holds fp32; fp32 -> the checkpoint's dtype is exact for values that came from it
-        wrong = [n for n in tensors if n not in back or not _same_bytes(back[n].to(tensors[n].dtype), tensors[n])]
+        wrong = [n for n in tensors if n not in back or not same_bytes(back[n].to(tensors[n].dtype), tensors[n])]
         report["round_trip_tensors"] = len(tensors)
         for name in wrong[:5]:
             fail(f"round trip: {name} is not bitwise the checkpoint's")
@@ -261,10 +272,6 @@ def _train_rollout(model, spec, tensors, tp: int, rank: int, report: dict) -> No
         if not metrics["train_rollout_logprob_abs_diff_max"] < LOGPROB_LIMIT:
             worst = metrics["train_rollout_logprob_abs_diff_max"]
             report["failures"].append(f"train/rollout log-probs differ by {worst:.3g} > {LOGPROB_LIMIT} in Megatron")
-
-
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
 
 
 def _gather_vocab(logits: torch.Tensor, tp: int) -> torch.Tensor:
