@@ -17,6 +17,8 @@ from functools import cached_property
 from itertools import repeat
 from typing import TYPE_CHECKING, NamedTuple
 
+from dayone.core.vocabulary import EXPERT_PROJECTIONS, MXFP4_PARTS, SAFETENSORS_DTYPE
+
 if TYPE_CHECKING:  # header readers import DTYPE_BYTES from here; they need no pydantic
     from dayone.spec.schema import ModelSpec
 
@@ -39,7 +41,6 @@ DTYPE_BYTES = {
     "F8_E8M0": 1,
     "F4": 1,
 }
-SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
 class Tensor(NamedTuple):
@@ -347,17 +348,14 @@ def _moe(spec: ModelSpec, mp: str, i: int, add, out: list) -> None:
     if q is None:
         dtype = SAFETENSORS_DTYPE[spec.checkpoint.dtype]
         parts = [
-            (getattr(names, proj), ".weight", shapes[proj], dtype, f"moe.expert.{proj}")
-            for proj in ("gate", "down", "up")
+            (getattr(names, proj), ".weight", shapes[proj], dtype, f"moe.expert.{proj}") for proj in EXPERT_PROJECTIONS
         ]
     else:
         parts = []
-        for proj in ("gate", "down", "up"):
+        for proj in EXPERT_PROJECTIONS:
             rows, cols = shapes[proj]
-            parts.append((getattr(names, proj), ".weight_packed", (rows, cols // 2), "U8", f"moe.expert.{proj}.packed"))
-            parts.append(
-                (getattr(names, proj), ".weight_scale", (rows, cols // q.group_size), "U8", f"moe.expert.{proj}.scale")
-            )
+            for part, shape in (("packed", (rows, cols // 2)), ("scale", (rows, cols // q.group_size))):
+                parts.append((getattr(names, proj), f".{MXFP4_PARTS[part]}", shape, "U8", f"moe.expert.{proj}.{part}"))
     # w1, w2, w3 order as the release lists them (gate, down, up by the default names).
     parts.sort(key=lambda part: part[0])
     folded = tuple(ExpertPart(f"{proj}{suffix}", shape, dtype, role) for proj, suffix, shape, dtype, role in parts)

@@ -1,6 +1,8 @@
 """Named intermediate tensors of a forward pass, for comparing tiers point by point.
 
-Capture points (tokens packed over the batch, [N, ...] with N = total new tokens, request after request):
+Capture points, named in dayone.core.vocabulary (EMBED, LAYER_POINTS, HEAD_POINTS; tests/model/test_k3.py checks
+that the model records those and no others), tokens packed over the batch, [N, ...] with N = total new tokens,
+request after request:
     embed                      [N, D]       token embeddings
     layers.{i}.attn_res        [N, D]       attention-residual aggregate before input_layernorm (attention residuals)
     layers.{i}.attn_in         [N, D]       input_layernorm output

@@ -8,6 +8,8 @@ Attention: a = attn(input_layernorm(Aggregate_attn(bank, prefix)));
 
 from __future__ import annotations
 
+from functools import partial
+
 from dayone.adapters.model.attn_residual import ResidualMix, Stream
 from dayone.adapters.model.batch import Batch
 from dayone.adapters.model.cache import KDAState, MLAState
@@ -19,6 +21,7 @@ from dayone.adapters.model.mlp import MLP
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.moe import MoE
 from dayone.adapters.model.norms import rms_norm
+from dayone.core.vocabulary import Point, layer_point
 from dayone.spec.schema import Layer, ModelSpec
 
 
@@ -43,14 +46,14 @@ class DecoderLayer(SpecModule):
         return self.self_attn.new_state(batch_size, device)
 
     def forward(self, stream: Stream, batch: Batch, state=None, capture: Capture | None = None) -> Stream:
-        p = f"layers.{self.index}."
+        point = partial(layer_point, self.index)  # point(Point.OUT): "layers.{i}.out"
         if self.attention_residuals:
-            h = self.attn_res.then_norm(stream, self.input_layernorm, p + "attn_res", capture)
+            h = self.attn_res.then_norm(stream, self.input_layernorm, point(Point.ATTN_RES), capture)
         else:
             h = rms_norm(stream.prefix, self.input_layernorm, self.eps)
-        record(capture, p + "attn_in", h)
+        record(capture, point(Point.ATTN_IN), h)
         a = self.self_attn(h, batch, state, capture)
-        record(capture, p + "attn_out", a)
+        record(capture, point(Point.ATTN_OUT), a)
         if not self.attention_residuals:
             stream = Stream(stream.prefix + a)
             h = rms_norm(stream.prefix, self.post_attention_layernorm, self.eps)
@@ -59,10 +62,10 @@ class DecoderLayer(SpecModule):
                 stream = Stream(a, [*stream.bank, stream.prefix])
             else:
                 stream = Stream(stream.prefix + a, stream.bank)
-            h = self.mlp_res.then_norm(stream, self.post_attention_layernorm, p + "mlp_res", capture)
-        record(capture, p + "mlp_in", h)
+            h = self.mlp_res.then_norm(stream, self.post_attention_layernorm, point(Point.MLP_RES), capture)
+        record(capture, point(Point.MLP_IN), h)
         m = self.ffn(h, capture) if isinstance(self.ffn, MoE) else self.ffn(h)
-        record(capture, p + "mlp_out", m)
+        record(capture, point(Point.MLP_OUT), m)
         stream = Stream(stream.prefix + m, stream.bank)
-        record(capture, p + "out", stream.prefix)
+        record(capture, point(Point.OUT), stream.prefix)
         return stream

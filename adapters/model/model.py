@@ -26,6 +26,7 @@ from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.norms import rms_norm
 from dayone.adapters.model.weights import bind_dtypes, canonical_map
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import Point
 from dayone.spec.schema import ModelSpec
 from torch import nn
 
@@ -55,12 +56,12 @@ class Head(SpecModule):
 
     def forward(self, stream: Stream, embed: torch.Tensor, capture: Capture | None = None) -> torch.Tensor:
         if self.output_res is not None:
-            h = self.output_res.then_norm(stream, self.norm, "output_res", capture)
+            h = self.output_res.then_norm(stream, self.norm, Point.OUTPUT_RES, capture)
         else:
             h = rms_norm(stream.prefix, self.norm, self.eps)
-        record(capture, "final_norm", h)
+        record(capture, Point.FINAL_NORM, h)
         logits = F.linear(h, embed if self.tied else self.lm_head).float()
-        record(capture, "logits", logits)
+        record(capture, Point.LOGITS, logits)
         return logits
 
 
@@ -136,7 +137,7 @@ class SpecModel(SpecModule):
 
     def embed(self, ids: torch.Tensor, capture: Capture | None = None) -> Stream:
         x = self.embed_tokens(ids)
-        record(capture, "embed", x)
+        record(capture, Point.EMBED, x)
         return Stream(x)
 
     def finish(self, stream: Stream, batch: Batch, cache: ModelCache | None, capture: Capture | None = None):

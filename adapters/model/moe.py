@@ -24,6 +24,7 @@ from dayone.adapters.model.config import Tier
 from dayone.adapters.model.mlp import MLP, gated_activation
 from dayone.adapters.model.module import SpecModule
 from dayone.adapters.model.routing import choose_experts, expert_weights, router_scores
+from dayone.core.vocabulary import EXPERT_PROJECTIONS, Point, layer_point
 from dayone.kernels.moe_combine.reference import moe_combine_reference
 from dayone.kernels.mxfp4.reference import dequantize_mxfp4_reference
 from dayone.spec.schema import ModelSpec, RouterSpec
@@ -63,7 +64,7 @@ class Experts(SpecModule):
     one at a time: a K3 MoE layer is 16 GB packed, 118 GB as fp32. Unquantized checkpoints: stacked float weights.
     """
 
-    PROJECTIONS = ("gate", "up", "down")
+    PROJECTIONS = EXPERT_PROJECTIONS
 
     def __init__(self, spec: ModelSpec, tier: Tier, device=None) -> None:
         super().__init__(tier)
@@ -168,14 +169,14 @@ class MoE(SpecModule):
 
     def forward(self, x: torch.Tensor, capture: Capture | None = None) -> torch.Tensor:
         """x [N, D] (post_attention_layernorm output) -> [N, D]."""
-        p = f"layers.{self.layer}."
-        logits, ids, weights, own = self.router(x, replayed_route(capture, p + "topk_ids"))
-        record(capture, p + "router_logits", logits)
-        record(capture, p + "topk_ids", ids)
-        record(capture, p + "own_topk_ids", own)
-        record(capture, p + "topk_weights", weights)
+        point = partial(layer_point, self.layer)  # point(Point.OUT): "layers.{i}.out"
+        logits, ids, weights, own = self.router(x, replayed_route(capture, point(Point.TOPK_IDS)))
+        record(capture, point(Point.ROUTER_LOGITS), logits)
+        record(capture, point(Point.TOPK_IDS), ids)
+        record(capture, point(Point.OWN_TOPK_IDS), own)
+        record(capture, point(Point.TOPK_WEIGHTS), weights)
         h = F.linear(x, self.routed_expert_down_proj) if self.latent else x
-        record(capture, p + "latent_down", h)
+        record(capture, point(Point.LATENT_DOWN), h)
         expert_out = self.experts(h, ids)  # [N, k, W]
         norm_w = self.routed_expert_norm if self.latent and self.latent_norm else None
         if self.tier.is_reference:
@@ -184,15 +185,15 @@ class MoE(SpecModule):
             from dayone.kernels.moe_combine import moe_combine
 
             combine = partial(moe_combine, backend=self.tier.backend("moe_combine", x))
-        if wants(capture, p + "latent_combined"):
+        if wants(capture, point(Point.LATENT_COMBINED)):
             # the op's own fp32 weighted sum (no norm, fp32 in and out): its fused run below keeps the sum in
             # registers and stores only the normed rows
-            record(capture, p + "latent_combined", combine(expert_out.float(), weights))
+            record(capture, point(Point.LATENT_COMBINED), combine(expert_out.float(), weights))
         routed = combine(expert_out, weights, norm_w, self.eps)
         if self.latent:
-            record(capture, p + "latent_normed", routed)
+            record(capture, point(Point.LATENT_NORMED), routed)
             routed = F.linear(routed, self.routed_expert_up_proj)
-            record(capture, p + "latent_up", routed)
+            record(capture, point(Point.LATENT_UP), routed)
         if self.shared is not None:
             routed = routed + self.shared(x)
         return routed

@@ -18,10 +18,9 @@ from dayone.adapters.weightmap import walk
 from dayone.adapters.weightmap.build import _patterns, layer_groups
 from dayone.adapters.weightmap.contracts import base_role, consumer_order, reading_key, split_of
 from dayone.adapters.weightmap.layouts import ENGINE_LAYOUTS
+from dayone.adapters.weightmap.layouts import FUSED_MOE_SHARD as EXPERT_SHARD
 from dayone.spec.manifest import build_manifest
 from dayone.spec.schema import ModelSpec
-
-EXPERT_SHARD = {"gate": "w1", "up": "w3", "down": "w2"}  # FusedMoE.weight_loader's shard ids
 
 
 def check_table(table, spec: ModelSpec, limit: int = 20) -> list[str]:

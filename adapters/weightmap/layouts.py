@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dayone.core.vocabulary import MXFP4_PARTS
 from dayone.spec.schema import ModelSpec
 
 # A fused parameter: (new leaf module name, member leaf names in the order the consumer reads them).
@@ -32,8 +33,13 @@ INFERENCE_FUSED = {
     "mla": (("fused_qkv_a_proj_with_mqa", ("q_a_proj", "kv_a_proj_with_mqa")),),
     "mlp": (("gate_up_proj", ("gate_proj", "up_proj")),),
 }
-# FusedMoE: checkpoint expert weight -> (stacked parameter, loader shard id, part)
-INFERENCE_EXPERTS = {"gate": ("w13", "w1", 0), "up": ("w13", "w3", 1), "down": ("w2", "w2", None)}
+# FusedMoE (SGLang, vLLM): its weight_loader's shard id for each expert projection
+FUSED_MOE_SHARD = {"gate": "w1", "up": "w3", "down": "w2"}
+# FusedMoE: checkpoint expert weight -> (stacked parameter, loader shard id, part): w13 = [gate; up], w2 = down
+INFERENCE_EXPERTS = {
+    proj: (stem, FUSED_MOE_SHARD[proj], part)
+    for proj, stem, part in (("gate", "w13", 0), ("up", "w13", 1), ("down", "w2", None))
+}
 
 # vLLM's KDA layer: its merged input projection's members (checkpoint leaf names) in the order its forward splits
 # them, by output gate kind, and the packed short convs.
@@ -103,10 +109,10 @@ MEGATRON_LAYER = {
 }
 # expert projection -> (parameter stem under decoder.layers.{i}.mlp.experts., part)
 MEGATRON_EXPERTS = {"gate": ("linear_fc1", 0), "up": ("linear_fc1", 1), "down": ("linear_fc2", None)}
-MXFP4_SUFFIX = {"packed": "weight_packed", "scale": "weight_scale"}
+MXFP4_SUFFIX = MXFP4_PARTS
 # SGLang and vLLM: their MXFP4 MoE method registers the packed experts as `w13_weight` / `w2_weight` (their own
 # K3 code renames `weight_packed` -> `weight`), the scales as `w13_weight_scale` / `w2_weight_scale`.
-INFERENCE_MXFP4_SUFFIX = {"packed": "weight", "scale": "weight_scale"}
+INFERENCE_MXFP4_SUFFIX = {"packed": "weight", "scale": MXFP4_PARTS["scale"]}
 
 
 # The canonical layout: role -> buffer of the model (`SpecModel.get_buffer`), globals by full path, layer tensors

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import torch
 from dayone.adapters.weightmap.mxfp4 import dequantize_mxfp4_reference
+from dayone.core.vocabulary import MXFP4_PARTS, SAFETENSORS_DTYPE
 from dayone.spec.schema import ModelSpec
 
 # role (or role prefix) -> the transform every layout applies to its tensor (walk.read_source / walk.from_full)
 TRANSFORMS = {"kda.a_log": "a_log", "passthrough": "passthrough"}
 # The parameter dtype of each stored dtype (manifest dtype strings); fp32-stored roles stay fp32.
-STORE_DTYPE = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "U8": "uint8"}
+STORE_DTYPE = {stored: name for name, stored in SAFETENSORS_DTYPE.items()} | {"U8": "uint8"}
 
 
 def transform_of(role: str, mxfp4: str) -> str | None:
@@ -53,12 +54,12 @@ def param_dtype(spec: ModelSpec, dtype: str, transform: str) -> str:
 
 def mxfp4_twin(scale_name: str) -> str:
     """The `weight_packed` tensor a `weight_scale` tensor belongs to."""
-    return scale_name.removesuffix("weight_scale") + "weight_packed"
+    return scale_name.removesuffix(MXFP4_PARTS["scale"]) + MXFP4_PARTS["packed"]
 
 
 def is_mxfp4_scale_row(row) -> bool:
     """A walk.Row that copies an MXFP4 scale as bytes (packed experts): its pair is checked once both are loaded."""
-    return row.rule.transform == "copy" and row.source.endswith(".weight_scale")
+    return row.rule.transform == "copy" and row.source.endswith("." + MXFP4_PARTS["scale"])
 
 
 # The largest E8M0 scale byte under which every E2M1 value stays finite in fp32: 6 * 2^(252 - 127) = 0.75 * 2^128.

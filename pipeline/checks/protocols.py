@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from dayone.adapters.weightmap.layouts import INFERENCE_EXPERTS
 from dayone.checks.api import Problem, SourceTree, _dotted
 
 # Protocols each target's registry checks the model class against (module, class), beyond the class's own bases.
@@ -25,7 +26,7 @@ QUANT_METHOD_MODULES = {
     ("vllm", "mxfp4-pack-quantized"): "vllm.model_executor.layers.quantization.mxfp4",
     ("sglang", "mxfp4-pack-quantized"): "sglang.srt.layers.quantization.mxfp4",  # its compressed-tensors MoE method
 }
-EXPERT_LEAF_PREFIXES = ("w13_", "w2_")
+EXPERT_LEAF_PREFIXES = tuple(dict.fromkeys(f"{stem}_" for stem, _, _ in INFERENCE_EXPERTS.values()))  # w13_, w2_
 
 
 def check_protocols(path: Path, shown: str, tree: SourceTree, target: str, arch: str) -> list[Problem]:

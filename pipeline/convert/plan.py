@@ -12,9 +12,10 @@ from __future__ import annotations
 from dayone.checkpoint.reader import Checkpoint
 from dayone.convert.pieces import Copy, Dequant, Piece
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import MXFP4_PARTS
 
-PACKED = ".weight_packed"
-SCALE = ".weight_scale"
+PACKED = "." + MXFP4_PARTS["packed"]
+SCALE = "." + MXFP4_PARTS["scale"]
 GROUP_SIZE = 32  # one E8M0 scale byte per 32 elements (kernels/mxfp4/reference.py)
 
 

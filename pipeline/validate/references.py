@@ -241,9 +241,11 @@ def resolve_reference(kind: str, source: Source) -> Choice:
 def _note(source: Source, line: str) -> None:
     source.reference_note = line
     if os.environ.get("RANK", "0") == "0":  # one line per run, not one per torchrun rank
-        from dayone.present import console
+        import click
+        from dayone.present import plain
 
-        console.print(line, markup=False, soft_wrap=True)
+        # stderr, like every warning: stdout holds only the report (`--json` prints exactly one document there)
+        click.echo(plain(line), err=True)
 
 
 def load_golden(kind: str, vocab_size: int) -> Golden:

@@ -100,7 +100,9 @@ def write_kimi_linear(path: Path, seed: int = 0, **overrides):
     tensors = {}
     for f in sorted(Path(path).glob("*.safetensors")):
         tensors.update(load_file(f))
-    spec = derive_spec(json.loads((Path(path) / "config.json").read_text()), "tiny-kimi-linear", set(tensors))
+    spec = derive_spec(
+        json.loads((Path(path) / "config.json").read_text()), "tiny-kimi-linear", tensor_names=set(tensors)
+    )
     # derive_spec follows the family's convention (q_a/kv_a layernorm eps 1e-6): the oracle comparison checks it.
     return hf, spec, tensors
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from dayone.adapters.model import Capture, SpecModel, WeightLoader
 from dayone.adapters.model.attn_residual import Stream
+from dayone.core import vocabulary
 from dayone.core.numerics import assert_close
 
 
@@ -100,6 +101,11 @@ def test_capture_points_and_batching(k3_5, prompts):
     assert cap["layers.1.topk_ids"].shape == (N, spec.moe.experts_per_token)
     assert torch.equal(cap["layers.1.own_topk_ids"], cap["layers.1.topk_ids"])  # no replay: the router's own
     assert cap["layers.1.latent_down"].shape == (N, spec.moe.latent_size)
+    # the model records the vocabulary's points and no others, every layer point somewhere in a K3-shaped stack
+    named = {vocabulary.EMBED, *vocabulary.HEAD_POINTS}
+    named |= {vocabulary.layer_point(i, p) for i in range(spec.num_layers) for p in vocabulary.LAYER_POINTS}
+    assert set(cap) <= named
+    assert {name.rsplit(".", 1)[1] for name in cap if name.startswith("layers.")} == set(vocabulary.LAYER_POINTS)
     only = Capture("layers.*.attn_out")
     model(*prompts, capture=only)
     assert set(only) == {f"layers.{i}.attn_out" for i in range(spec.num_layers)}

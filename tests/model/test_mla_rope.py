@@ -19,25 +19,23 @@ from model_fixtures import tiny_k3_spec, with_updates
 HIDDEN, HEADS, Q_LORA, KV_LORA, NOPE, ROPE, V = 64, 2, 32, 32, 16, 8, 16
 EPS = 1e-6  # DeepseekV3Attention builds its q_a / kv_a RMSNorms with transformers' default eps
 
+
+def yarn(theta: float, factor: float, original: int, beta_fast: float, beta_slow: float, mscale: float,
+         mscale_all_dim: float) -> tuple[dict, dict]:  # fmt: skip
+    """The same YaRN settings as transformers' rope_parameters and as dayone's mla.rope."""
+    scaling = {"factor": factor, "original_max_position_embeddings": original, "beta_fast": beta_fast,
+               "beta_slow": beta_slow, "mscale": mscale, "mscale_all_dim": mscale_all_dim}  # fmt: skip
+    hf = {"rope_type": "yarn", "rope_theta": theta, **scaling}
+    return hf, {"theta": theta, "scaling": {"kind": "yarn", **scaling}}
+
+
 # name -> (transformers rope_parameters, dayone mla.rope, q LoRA rank, interleave)
 VARIANTS = {
     # DeepSeek-V3's own settings (mscale = mscale_all_dim: cos/sin unscaled, softmax scale times m^2); at rope dim
     # 8 the ramp's bounds (1.31, 2.81) round outwards to (1, 3)
-    "yarn-deepseek-v3": (
-        {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4096,
-         "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0},
-        {"theta": 10000.0, "scaling": {"kind": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
-                                       "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}},
-        Q_LORA, True,
-    ),
+    "yarn-deepseek-v3": (*yarn(10000.0, 40.0, 4096, 32.0, 1.0, 1.0, 1.0), Q_LORA, True),
     # mscale != mscale_all_dim: cos and sin scaled as well; Kimi K2's beta_fast = beta_slow = 1
-    "yarn-amplitude": (
-        {"rope_type": "yarn", "rope_theta": 50000.0, "factor": 32.0, "original_max_position_embeddings": 32,
-         "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.7},
-        {"theta": 50000.0, "scaling": {"kind": "yarn", "factor": 32.0, "original_max_position_embeddings": 32,
-                                       "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.7}},
-        None, True,
-    ),
+    "yarn-amplitude": (*yarn(50000.0, 32.0, 32, 1.0, 1.0, 1.0, 0.7), None, True),
     "plain-halves": ({"rope_type": "default", "rope_theta": 10000.0}, {"theta": 10000.0, "interleave": False}, Q_LORA,
                      False),
 }  # fmt: skip

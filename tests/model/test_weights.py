@@ -21,13 +21,24 @@ def _name(tensors, suffix):
     return next(n for n in tensors if n.endswith(suffix))
 
 
-def test_nan_weight_names_the_tensor(k3_5):
+# case -> (the tensor, an entry of its copy, the value put there, the message after the tensor's name: a regex)
+CORRUPTED = {
+    "nan-weight": ("layers.2.self_attn.q_proj.weight", (1, 2), float("nan"), "contains NaN or Inf"),
+    "nonzero-a-log-padding": ("layers.1.self_attn.A_log", -1, 0.5, r"padding entries 2\.\.3 must be zero, index 3 is not"),
+    "nan-mxfp4-scale": ("layers.2.block_sparse_moe.experts.5.w2.weight_scale", (0, 0), 255,  # E8M0 NaN
+                        "scale bytes give NaN or Inf weights"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CORRUPTED)
+def test_a_corrupted_tensor_is_named(k3_5, case):
+    suffix, entry, value, message = CORRUPTED[case]
     spec, tensors = k3_5
     bad = dict(tensors)
-    name = _name(bad, "layers.2.self_attn.q_proj.weight")
+    name = _name(bad, suffix)
     bad[name] = bad[name].clone()
-    bad[name][1, 2] = float("nan")
-    with pytest.raises(InputError, match=rf"^{name}: contains NaN or Inf$"):
+    bad[name][entry] = value
+    with pytest.raises(InputError, match=rf"^{name}: {message}$"):
         _load(spec, bad)
 
 
@@ -44,28 +55,12 @@ def test_wrong_shape_names_tensor_expected_and_got(k3_5):
         _load(spec, bad)
 
 
-def test_nonzero_a_log_padding_names_the_tensor(k3_5):
-    spec, tensors = k3_5
-    bad = dict(tensors)
-    name = _name(bad, "layers.1.self_attn.A_log")
-    bad[name] = bad[name].clone()
-    bad[name][-1] = 0.5
-    with pytest.raises(InputError, match=rf"^{name}: padding entries 2\.\.3 must be zero, index 3 is not$"):
-        _load(spec, bad)
-
-
-def test_missing_tensor_and_nan_mxfp4_scale(k3_5):
+def test_missing_tensor_is_named(k3_5):
     spec, tensors = k3_5
     bad = dict(tensors)
     name = _name(bad, "norm.weight")
     del bad[name]
     with pytest.raises(InputError, match=rf"^{name}: missing from the checkpoint$"):
-        _load(spec, bad)
-    bad = dict(tensors)
-    name = _name(bad, "layers.2.block_sparse_moe.experts.5.w2.weight_scale")
-    bad[name] = bad[name].clone()
-    bad[name][0, 0] = 255  # E8M0 NaN
-    with pytest.raises(InputError, match=rf"^{name}: scale bytes give NaN or Inf weights$"):
         _load(spec, bad)
 
 
