@@ -127,7 +127,7 @@ class Check:
             if done.returncode != 0:
                 step.detail[model] = {"status": "error", "why": "integrate synth failed"}
                 continue
-            argv = [sys.executable, "-m", "dayone", "validate", str(checkpoint), "--reference", "naive", "--json",
+            argv = [sys.executable, "-m", "dayone", "validate", str(checkpoint), "--reference", "naive", "--report",
                     str(report)]  # fmt: skip
             if self.dry_run:  # the interpreter would take a quarter of an hour over a whole model
                 argv += ["--device", "cpu", "--kernels", "torch", "--no-reload-check"]
@@ -228,7 +228,7 @@ def junit_summary(xml: Path) -> dict:
 
 
 def validate_summary(report_file: Path) -> dict:
-    """The verdict of one `integrate validate --json` report and the figures a person reads first."""
+    """The verdict of one `integrate validate --report` file and the figures a person reads first."""
     report = json.loads(report_file.read_text())
     details = report.get("details", {})
     logprobs = details.get("logprobs", {})

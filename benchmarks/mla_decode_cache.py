@@ -25,19 +25,15 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != os.path
 import argparse
 import json
 import statistics
-import time
+import timeit
 
 import torch
 
 
 def median_step(fn, steps: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of one call over `steps` calls, after a warm-up call (timeit: perf_counter, GC off)."""
+    fn()
+    return statistics.median(timeit.repeat(fn, number=1, repeat=steps))
 
 
 def random_layer(spec_name: str):

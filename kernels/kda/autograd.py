@@ -26,7 +26,8 @@ from dayone.kernels.kda.chunk import CHUNK, chunk_kda_triton
 from dayone.kernels.kda.chunk_backward import chunk_backward_triton
 from dayone.kernels.kda.chunk_backward_intra import intra_chunk_backward_triton, wy_backward_triton
 from dayone.kernels.kda.reference import prepare_inputs
-from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
+from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, padded_tokens, suffix_sum
+from dayone.kernels.packed_sequences import sequence_bounds
 
 
 class IntraChunk(torch.autograd.Function):
@@ -96,13 +97,12 @@ class ChunkKDAFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dfinal):
         qn, kn, v, log_decay, beta, h0 = ctx.saved_tensors
-        B, T, H = qn.shape[:3]
+        B, T = qn.shape[:2]
         rows, first, counts = chunk_index(list(ctx.bounds), pad=B * T)
         rows = rows.to(qn.device)
 
         def chunks(x):  # [B, T, H(, D)] -> [C, H, BT, D], padding rows zero (no input, no decay)
-            x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
-            return torch.cat([x, x.new_zeros(1, *x.shape[1:])])[rows].movedim(2, 1)
+            return padded_tokens(x)[rows].movedim(2, 1)
 
         do = torch.zeros_like(v) if do is None else do
         ieee = v.dtype == torch.float32  # IEEE fp32 dots for an fp32 model, TF32 for a 16-bit one, as the forward's
@@ -132,7 +132,7 @@ def chunk_kda_triton_autograd(
     qn, kn, log_decay, b = prepare_inputs(
         q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
     )
-    bounds = tuple(n * T for n in range(B + 1)) if cu_seqlens is None else tuple(int(x) for x in cu_seqlens.tolist())
+    bounds = tuple(sequence_bounds(B, T, cu_seqlens))
     if any(a > b for a, b in itertools.pairwise(bounds)):
         raise ValueError(f"cu_seqlens must not decrease, got {list(bounds)}")
     o, final = ChunkKDAFunction.apply(qn, kn, v, log_decay, b, initial_state, bounds, cu_seqlens)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from dayone.kernels.packed_sequences import sequence_bounds
 from dayone.spec.kernel_limits import tile_width  # the spec loader refuses head dims whose tiles cannot fit
 
 CHUNK = 64
@@ -52,6 +53,26 @@ def dot(a, b, IEEE: tl.constexpr):
         return tl.dot(a, b, input_precision="ieee")
     else:
         return tl.dot(a, b, input_precision="tf32")
+
+
+@triton.jit
+def diagonal_walk_start(b_q, b_k, b_g, NS: tl.constexpr, BS: tl.constexpr, BK: tl.constexpr, BT: tl.constexpr):
+    """What the diagonal-block walk starts from: q, k, g [BT, BK] as [NS, BS, BK] (sub-chunk, row in it, channel),
+    the row index ii [1, BS, 1], at_col [NS, 1, BT] (each column's offset from its sub-chunk's start) and the span
+    before the first step, zero [NS, BS, BK]."""
+    q3 = tl.reshape(b_q, [NS, BS, BK])
+    k3 = tl.reshape(b_k, [NS, BS, BK])
+    g3 = tl.reshape(b_g, [NS, BS, BK])
+    ii = tl.arange(0, BS)[None, :, None]
+    at_col = tl.arange(0, BT)[None, None, :] - (tl.arange(0, NS) * BS)[:, None, None]
+    return q3, k3, g3, ii, at_col, tl.zeros([NS, BS, BK], dtype=tl.float32)
+
+
+@triton.jit
+def span_step(span, g3, ii, jj):
+    """The walk's step back to column jj: span[i] = sum of g over (jj, i] for rows i > jj (0 elsewhere), grown from
+    the span over (jj + 1, i] by g_{jj+1}, a sum of one sign."""
+    return tl.where(ii > jj, span + tl.sum(tl.where(ii == jj + 1, g3, 0.0), 1)[:, None, :], 0.0)
 
 
 @triton.jit
@@ -127,17 +148,12 @@ def kda_chunk_prepare_kernel(
 
     # Diagonal blocks, all sub-chunks at once, one column j (row jj of each sub-chunk) at a time from the last:
     # span[i] = sum of g over (j, i] grows by g_{j+1} as j steps back, a sum of one sign.
-    q3 = tl.reshape(b_q, [NS, BS, BK])
-    k3 = tl.reshape(b_k, [NS, BS, BK])
-    g3 = tl.reshape(b_g, [NS, BS, BK])
-    ii = tl.arange(0, BS)[None, :, None]
-    at_col = tl.arange(0, BT)[None, None, :] - (tl.arange(0, NS) * BS)[:, None, None]  # column - sub-chunk start
-    span = tl.zeros([NS, BS, BK], dtype=tl.float32)
+    q3, k3, g3, ii, at_col, span = diagonal_walk_start(b_q, b_k, b_g, NS, BS, BK, BT)
     D_kk = tl.zeros([NS, BS, BT], dtype=tl.float32)
     D_qk = tl.zeros([NS, BS, BT], dtype=tl.float32)
     for d in range(BS):
         jj = BS - 1 - d
-        span = tl.where(ii > jj, span + tl.sum(tl.where(ii == jj + 1, g3, 0.0), 1)[:, None, :], 0.0)
+        span = span_step(span, g3, ii, jj)
         kd = tl.where(ii >= jj, decay(span), 0.0) * tl.sum(tl.where(ii == jj, k3, 0.0), 1)[:, None, :]
         D_kk = tl.where(at_col == jj, tl.sum(k3 * kd, 2)[:, :, None], D_kk)
         D_qk = tl.where(at_col == jj, tl.sum(q3 * kd, 2)[:, :, None], D_qk)
@@ -242,7 +258,7 @@ def chunk_kda_triton(
     B, T, H, K = q.shape
     V = v.shape[-1]
     dev = q.device
-    bounds = [n * T for n in range(B + 1)] if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
+    bounds = sequence_bounds(B, T, cu_seqlens)
     N = len(bounds) - 1
     indices, offsets = chunk_plan(bounds)
     cu = torch.tensor(bounds, dtype=torch.int32, device=dev)

@@ -31,6 +31,20 @@ from dayone.kernels.kda.chunk import dot, tile_width
 
 
 @triton.jit
+def state_program(chunk_offsets, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr):
+    """Where a program of either kernel (grid: V blocks, sequences, heads) walks: its V block, sequence and head,
+    the sequence's chunks c0 .. c1 - 1, the K and V columns of its state tile and which of them are inside K and V."""
+    i_v = tl.program_id(0)
+    i_n = tl.program_id(1)
+    i_h = tl.program_id(2)
+    c0 = tl.load(chunk_offsets + i_n)
+    c1 = tl.load(chunk_offsets + i_n + 1)
+    ck = tl.arange(0, BK)
+    cv = i_v * BV + tl.arange(0, BV)
+    return i_v, i_n, i_h, c0, c1, ck, cv, ck < K, cv < V
+
+
+@triton.jit
 def kda_chunk_states_kernel(
     w, u, kg, gl, h0, h, chunk_offsets,
     H,
@@ -39,16 +53,8 @@ def kda_chunk_states_kernel(
 ):  # fmt: skip
     """w, kg: [C, H, BT, K]; u: [C, H, BT, V]; gl: [C, H, K]; h0: [N, H, K, V]; h (out): [C, H, K, V], the state
     entering each chunk. chunk_offsets: [N + 1], the first chunk of each sequence."""
-    i_v = tl.program_id(0)
-    i_n = tl.program_id(1)
-    i_h = tl.program_id(2)
-    c0 = tl.load(chunk_offsets + i_n)
-    c1 = tl.load(chunk_offsets + i_n + 1)
+    _, i_n, i_h, c0, c1, ck, cv, in_k, in_v = state_program(chunk_offsets, K, V, BK, BV)
     rows = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    in_k = ck < K
-    in_v = cv < V
     m_s = in_k[:, None] & in_v[None, :]
     b_S = tl.zeros([BK, BV], dtype=tl.float32)
     if HAS_INITIAL:
@@ -76,16 +82,8 @@ def kda_chunk_backward_kernel(
     """Inputs as kda_chunk_states_kernel's plus qg [C, H, BT, K], Aqk [C, H, BT, BT], h (its output), do [C, H, BT, V],
     dht [N, H, K, V]. Outputs: du [C, H, BT, V] and dh0 [N, H, K, V] whole; dqg, dkg, dw [NV, C, H, BT, K],
     dAqk [NV, C, H, BT, BT] and dgl [NV, C, H, K] per V block (NV = cdiv(V, BV)), to be summed over the first dim."""
-    i_v = tl.program_id(0)
-    i_n = tl.program_id(1)
-    i_h = tl.program_id(2)
-    c0 = tl.load(chunk_offsets + i_n)
-    c1 = tl.load(chunk_offsets + i_n + 1)
+    i_v, i_n, i_h, c0, c1, ck, cv, in_k, in_v = state_program(chunk_offsets, K, V, BK, BV)
     rows = tl.arange(0, BT)
-    ck = tl.arange(0, BK)
-    cv = i_v * BV + tl.arange(0, BV)
-    in_k = ck < K
-    in_v = cv < V
     m_s = in_k[:, None] & in_v[None, :]
     off_s = ((i_n * H + i_h) * K + ck[:, None]).to(tl.int64) * V + cv[None, :]
     b_dS = tl.zeros([BK, BV], dtype=tl.float32)

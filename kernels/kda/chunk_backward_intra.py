@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from dayone.kernels.kda.chunk import decay, dot
+from dayone.kernels.kda.chunk import decay, diagonal_walk_start, dot, span_step
 
 
 @triton.jit
@@ -77,20 +77,15 @@ def kda_chunk_intra_backward_kernel(
 
     # Diagonal blocks, all sub-chunks at once, one column jj of each at a time from the last (chunk.py's walk):
     # span[i] = sum of g over (jj, i] grows by g_{jj+1} as jj steps back.
-    q3 = tl.reshape(b_q, [NS, BS, BK])
-    k3 = tl.reshape(b_k, [NS, BS, BK])
-    g3 = tl.reshape(b_g, [NS, BS, BK])
+    q3, k3, g3, ii, at_col, span = diagonal_walk_start(b_q, b_k, b_g, NS, BS, BK, BT)
     P3 = tl.reshape(b_P, [NS, BS, BT])
     Q3 = tl.reshape(b_Q, [NS, BS, BT])
-    ii = tl.arange(0, BS)[None, :, None]
-    at_col = tl.arange(0, BT)[None, None, :] - (tl.arange(0, NS) * BS)[:, None, None]  # column - sub-chunk start
-    span = tl.zeros([NS, BS, BK], dtype=tl.float32)
     dq3 = tl.zeros([NS, BS, BK], dtype=tl.float32)
     dk3 = tl.zeros([NS, BS, BK], dtype=tl.float32)
     dg3 = tl.zeros([NS, BS, BK], dtype=tl.float32)
     for d in range(BS):
         jj = BS - 1 - d
-        span = tl.where(ii > jj, span + tl.sum(tl.where(ii == jj + 1, g3, 0.0), 1)[:, None, :], 0.0)
+        span = span_step(span, g3, ii, jj)
         ed = tl.where(ii >= jj, decay(span), 0.0)
         k_j = tl.sum(tl.where(ii == jj, k3, 0.0), 1)[:, None, :]
         p_j = tl.sum(tl.where(at_col == jj, P3, 0.0), 2)[:, :, None]  # P[i, jj]
@@ -130,6 +125,24 @@ def intra_chunk_backward_triton(q, k, g, dAqk, dAkk, ieee):
 
 
 @triton.jit
+def wy_part_backward(x, d, dx, b_Mt, b_beta, b_dM, b_dbeta, base, rows, cb,
+                     W: tl.constexpr, BK: tl.constexpr, IEEE: tl.constexpr):  # fmt: skip
+    """One part X of R = diag(beta) [keg | v] (keg of width K or v of width V), in column blocks of BK, with d its
+    output's gradient (dw or du): stores dx = diag(beta) M^T d, returns dM + d R_X^T and dbeta + rowsum(M^T d * X)."""
+    for i in range(tl.cdiv(W, BK)):
+        c = i * BK + cb
+        m = (c < W)[None, :] & (rows >= 0)[:, None]
+        off = (base + rows[:, None]) * W + c[None, :]
+        b_x = tl.load(x + off, mask=m, other=0.0)
+        b_d = tl.load(d + off, mask=m, other=0.0)
+        b_dM += dot(b_d, tl.trans(b_x * b_beta[:, None]), IEEE)
+        b_dR = dot(b_Mt, b_d, IEEE)
+        b_dbeta += tl.sum(b_dR * b_x, 1)
+        tl.store(dx + off, b_dR * b_beta[:, None], mask=m)
+    return b_dM, b_dbeta
+
+
+@triton.jit
 def kda_chunk_wy_backward_kernel(
     M, Ak, beta, keg, v, dw, du, dAk, dbeta, dkeg, dv,
     H,
@@ -152,26 +165,8 @@ def kda_chunk_wy_backward_kernel(
     b_beta = tl.load(beta + base + rows)
     b_dM = tl.zeros([BT, BT], dtype=tl.float32)
     b_dbeta = tl.zeros([BT], dtype=tl.float32)
-    for i_k in range(tl.cdiv(K, BK)):
-        ck = i_k * BK + cb
-        m = (ck < K)[None, :] & (rows >= 0)[:, None]
-        off = (base + rows[:, None]) * K + ck[None, :]
-        b_x = tl.load(keg + off, mask=m, other=0.0)
-        b_d = tl.load(dw + off, mask=m, other=0.0)
-        b_dM += dot(b_d, tl.trans(b_x * b_beta[:, None]), IEEE)
-        b_dR = dot(b_Mt, b_d, IEEE)
-        b_dbeta += tl.sum(b_dR * b_x, 1)
-        tl.store(dkeg + off, b_dR * b_beta[:, None], mask=m)
-    for i_v in range(tl.cdiv(V, BK)):
-        cv = i_v * BK + cb
-        m = (cv < V)[None, :] & (rows >= 0)[:, None]
-        off = (base + rows[:, None]) * V + cv[None, :]
-        b_x = tl.load(v + off, mask=m, other=0.0)
-        b_d = tl.load(du + off, mask=m, other=0.0)
-        b_dM += dot(b_d, tl.trans(b_x * b_beta[:, None]), IEEE)
-        b_dR = dot(b_Mt, b_d, IEEE)
-        b_dbeta += tl.sum(b_dR * b_x, 1)
-        tl.store(dv + off, b_dR * b_beta[:, None], mask=m)
+    b_dM, b_dbeta = wy_part_backward(keg, dw, dkeg, b_Mt, b_beta, b_dM, b_dbeta, base, rows, cb, K, BK, IEEE)
+    b_dM, b_dbeta = wy_part_backward(v, du, dv, b_Mt, b_beta, b_dM, b_dbeta, base, rows, cb, V, BK, IEEE)
     b_dA = -dot(dot(b_Mt, b_dM, IEEE), b_Mt, IEEE)
     b_dA = tl.where(rows[:, None] > rows[None, :], b_dA, 0.0)
     b_dbeta += tl.sum(b_dA * tl.load(Ak + off_a), 1)

@@ -74,28 +74,18 @@ def recurrence(q, k, v, log_decay, beta, state):
 
 
 def kda_reference(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    A_log: torch.Tensor | None = None,
-    dt_bias: torch.Tensor | None = None,
-    gate: str = "plain",
-    lower_bound: float = -5.0,
-    scale: float | None = None,
-    initial_state: torch.Tensor | None = None,
-    cu_seqlens: torch.Tensor | None = None,
-    use_qk_l2norm: bool = True,
-    beta_logits: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """KDA over (packed) sequences. Shapes as in `dayone.kernels.kda.chunk_kda`; returns (o fp32, final state fp32)."""
+    q, k, v, g, beta, A_log=None, dt_bias=None, gate="plain", lower_bound=-5.0, scale=None, initial_state=None,
+    cu_seqlens=None, use_qk_l2norm=True, beta_logits=True,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """KDA over (packed) sequences, arguments as in `dayone.kernels.kda.chunk_kda`. Returns (o, final state), fp32."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     qn, kn, log_decay, b = prepare_inputs(
         q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
     )
     v = v.float()
+    # (row, start, end) of each sequence: B rows whole, or the cu_seqlens spans of row 0 (this file is shipped alone
+    # inside generated packages, so it imports nothing of dayone's: kernels/packed_sequences.py says the same)
     if cu_seqlens is None:
         spans = [(n, 0, T) for n in range(B)]
     else:

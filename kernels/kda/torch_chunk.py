@@ -23,6 +23,7 @@ import torch
 from dayone.kernels.kda.chunk import CHUNK
 from dayone.kernels.kda.chunk import MIN_LOG_DECAY as TRITON_MIN_LOG_DECAY
 from dayone.kernels.kda.reference import prepare_inputs
+from dayone.kernels.packed_sequences import sequence_bounds
 
 SUBCHUNK = 16
 # Decay factors below e^-60 (9e-27) are taken as e^-60, which moves a result by at most e^-60 times the term it scales:
@@ -97,23 +98,51 @@ def heads_per_pass(C: int, K: int, V: int) -> int:
     return max(1, 2**20 // (max(C, 1) * CHUNK * max(K, V)))
 
 
-def chunk_heads(qc, kc, vc, gc, bc, S, first, counts):
-    """The chunked forward of some heads. qc, kc, gc: [C, h, BT, K]; vc: [C, h, BT, V]; bc: [C, h, BT];
-    S: [N, h, K, V] initial states, updated in place to the final ones. Returns o [C, h, BT, V]."""
+def padded_tokens(x: torch.Tensor) -> torch.Tensor:
+    """[B, T, H(, D)] -> [B * T + 1, H, D] (D = 1 for beta), the last row zero: the padding of partial chunks gathers
+    it, and with q = k = v = beta = 0 and no decay a padded token changes neither the outputs nor the state."""
+    B, T, H = x.shape[:3]
+    x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
+    return torch.cat([x, x.new_zeros(1, *x.shape[1:])])
+
+
+def packed_inputs(q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, cu_seqlens, use_qk_l2norm, beta_logits):
+    """The prologue of both torch chunked forwards: `prepare_inputs`' q, k, log-decay, beta and v in fp32 as
+    `padded_tokens` [B * T + 1, H, D] each, and the chunk index of the sequences (`chunk_index`, rows on q's device).
+
+    Returns ([qn, kn, v, log_decay, beta], rows [C, CHUNK], first chunk per sequence, chunk count per sequence).
+    """
+    B, T = q.shape[:2]
+    qn, kn, log_decay, b = prepare_inputs(
+        q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
+    )
+    rows, first, counts = chunk_index(sequence_bounds(B, T, cu_seqlens), pad=B * T)
+    return [padded_tokens(x) for x in (qn, kn, v.float(), log_decay, b)], rows.to(q.device), first, counts
+
+
+def wy_transform(qc, kc, vc, gc, bc):
+    """The state-independent part of each chunk, the same arithmetic for the in-place and the autograd forward.
+
+    qc, kc, gc: [C, h, BT, K]; vc: [C, h, BT, V]; bc: [C, h, BT]. Returns w [C, h, BT, K], u [C, h, BT, V],
+    q * exp(G) [C, h, BT, K], (k * exp(G_last - G))^T [C, h, K, BT], A_qk [C, h, BT, BT] and exp(G_last) [C, h, K, 1].
+    """
     K = qc.shape[-1]
-    N = S.shape[0]
-    dev = qc.device
     Akk, Aqk = intra_chunk(qc, kc, gc, bc)
     eG = decay(gc.cumsum(2))  # decay from the chunk start through token i
     # (I + A_kk)^-1 once, then one matmul: faster on the CPU than solving for the K + V right-hand sides.
-    eye = torch.eye(CHUNK, device=dev)
+    eye = torch.eye(CHUNK, device=qc.device)
     inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
     wu = inverse @ (bc[..., None] * torch.cat([kc * eG, vc], -1))
-    w, u = wu[..., :K], wu[..., K:]
-    qg = qc * eG
     kg = (kc * decay(suffix_sum(gc, 2))).transpose(-1, -2)  # decay after token i to the chunk end
-    chunk_decay = eG[:, :, -1, :, None]
+    return wu[..., :K], wu[..., K:], qc * eG, kg, Aqk, eG[:, :, -1, :, None]
 
+
+def chunk_heads(qc, kc, vc, gc, bc, S, first, counts):
+    """The chunked forward of some heads. qc, kc, gc: [C, h, BT, K]; vc: [C, h, BT, V]; bc: [C, h, BT];
+    S: [N, h, K, V] initial states, updated in place to the final ones. Returns o [C, h, BT, V]."""
+    N = S.shape[0]
+    dev = qc.device
+    w, u, qg, kg, Aqk, chunk_decay = wy_transform(qc, kc, vc, gc, bc)
     o = torch.empty_like(vc)
     for c in range(max(counts, default=0)):
         seqs = [n for n in range(N) if counts[n] > c]
@@ -131,25 +160,14 @@ def chunk_kda_torch(
     cu_seqlens, use_qk_l2norm, beta_logits,
 ):  # fmt: skip
     """Arguments and results as in `dayone.kernels.kda.chunk_kda`."""
+    flat, rows, first, counts = packed_inputs(
+        q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, cu_seqlens, use_qk_l2norm, beta_logits
+    )
     B, T, H, K = q.shape
     V = v.shape[-1]
-    dev = q.device
-    qn, kn, log_decay, b = prepare_inputs(
-        q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
-    )
-    bounds = [n * T for n in range(B + 1)] if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
-    rows, first, counts = chunk_index(bounds, pad=B * T)
-    rows = rows.to(dev)
     C = rows.shape[0]
-
-    def packed(x):  # [B, T, H(, D)] -> [B*T + 1, H, D]; padding gathers the last row, zero: q = k = v = beta = 0 and
-        # no decay, so padded tokens change neither the outputs nor the state
-        x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
-        return torch.cat([x, x.new_zeros(1, *x.shape[1:])])
-
-    flat = [packed(x) for x in (qn, kn, v.float(), log_decay, b)]
-    N = len(bounds) - 1
-    S = initial_state.float().clone() if initial_state is not None else torch.zeros(N, H, K, V, device=dev)
+    N = len(first)
+    S = initial_state.float().clone() if initial_state is not None else torch.zeros(N, H, K, V, device=q.device)
     out = q.new_zeros(B * T + 1, H, V, dtype=torch.float32)
     step = heads_per_pass(C, K, V)
     for h in range(0, H, step):

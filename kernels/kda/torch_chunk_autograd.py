@@ -1,7 +1,7 @@
 """Chunked KDA forward that autograd can differentiate: the training path on a CPU (and wherever Triton has no
 backward yet), instead of the token-by-token reference recurrence.
 
-The same WY / UT-transform algorithm and arithmetic as torch_chunk.py (its `intra_chunk`, `decay`, `chunk_index` are
+The same WY / UT-transform algorithm and arithmetic as torch_chunk.py (its `packed_inputs` and `wy_transform` are
 shared), written without in-place updates of anything autograd saves: the state of each sequence is a new tensor per
 chunk and the outputs are gathered once at the end. The only Python loop walks chunks of 64 tokens (batched over
 sequences), so a step costs T / 64 small matmul rounds rather than T einsum rounds. All heads go in one pass (a
@@ -14,9 +14,7 @@ reference's is at most e^-60 times the term.
 from __future__ import annotations
 
 import torch
-from dayone.kernels.kda.chunk import CHUNK
-from dayone.kernels.kda.reference import prepare_inputs
-from dayone.kernels.kda.torch_chunk import chunk_index, decay, intra_chunk, suffix_sum
+from dayone.kernels.kda.torch_chunk import packed_inputs, wy_transform
 
 
 def chunk_kda_autograd(
@@ -25,32 +23,14 @@ def chunk_kda_autograd(
 ):  # fmt: skip
     """Arguments and results as in `dayone.kernels.kda.chunk_kda` (o in v's dtype, final state fp32)."""
     B, T, H, K = q.shape
+    flat, rows, first, counts = packed_inputs(
+        q, k, v, g, beta, A_log, dt_bias, gate, lower_bound, scale, cu_seqlens, use_qk_l2norm, beta_logits
+    )
+    qc, kc, vc, gc, bc = (x[rows].movedim(2, 1) for x in flat)  # [C, H, BT, ...]
+    w, u, qg, kg, Aqk, chunk_decay = wy_transform(qc, kc, vc, gc, bc[..., 0])
     V = v.shape[-1]
     dev = q.device
-    qn, kn, log_decay, b = prepare_inputs(
-        q, k, g, beta, A_log, dt_bias, gate, lower_bound, scale, use_qk_l2norm, beta_logits
-    )
-    bounds = [n * T for n in range(B + 1)] if cu_seqlens is None else [int(x) for x in cu_seqlens.tolist()]
-    rows, first, counts = chunk_index(bounds, pad=B * T)
-    rows = rows.to(dev)
-    N = len(bounds) - 1
-
-    def chunks(x):  # [B, T, H(, D)] -> [C, H, BT, D]; padding rows are zero: no input, no decay
-        x = x.reshape(B * T, H, x.shape[3] if x.dim() == 4 else 1)
-        x = torch.cat([x, x.new_zeros(1, *x.shape[1:])])
-        return x[rows].movedim(2, 1)
-
-    qc, kc, vc, gc, bc = (chunks(x) for x in (qn, kn, v.float(), log_decay, b))
-    bc = bc[..., 0]
-    Akk, Aqk = intra_chunk(qc, kc, gc, bc)
-    eG = decay(gc.cumsum(2))
-    eye = torch.eye(CHUNK, device=dev)
-    inverse = torch.linalg.solve_triangular(Akk + eye, eye.expand_as(Akk), upper=False, unitriangular=True)
-    wu = inverse @ (bc[..., None] * torch.cat([kc * eG, vc], -1))
-    w, u = wu[..., :K], wu[..., K:]
-    qg = qc * eG
-    kg = (kc * decay(suffix_sum(gc, 2))).transpose(-1, -2)
-    chunk_decay = eG[:, :, -1, :, None]
+    N = len(first)
 
     states = [
         initial_state[n].float() if initial_state is not None else torch.zeros(H, K, V, device=dev) for n in range(N)

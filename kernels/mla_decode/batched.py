@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import torch
+from dayone.kernels.mla_decode.reference import gather_tokens
 
 
-def mla_decode_batched(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    page_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    kv_lora_rank: int,
-    scale: float,
-) -> torch.Tensor:
-    """q [N, H, kv_lora_rank + rope] -> out [N, H, kv_lora_rank] in q's dtype, fp32 math; see reference.py."""
-    num_requests, num_heads, width = q.shape
-    page_size = kv_cache.shape[1]
+def mla_decode_batched(q, kv_cache, page_table, seq_lens, kv_lora_rank: int, scale: float) -> torch.Tensor:
+    """Arguments as in `dayone.kernels.mla_decode.mla_decode`: q [N, H, kv_lora_rank + rope] -> out
+    [N, H, kv_lora_rank] in q's dtype, fp32 math; see reference.py."""
+    num_requests, num_heads, _ = q.shape
     max_len = int(seq_lens.max()) if num_requests else 0
     if max_len == 0:
         return q.new_zeros(num_requests, num_heads, kv_lora_rank)
-    num_pages = -(-max_len // page_size)
-    # unused page-table entries may hold anything (e.g. -1); their tokens are masked, so any valid page will do
-    pages = page_table[:, :num_pages].long().clamp(0, kv_cache.shape[0] - 1)
-    rows = kv_cache[pages].reshape(num_requests, num_pages * page_size, width)[:, :max_len].float()
+    rows = gather_tokens(kv_cache, page_table, max_len).float()  # [N, max_len, kv_lora_rank + rope]
     scores = torch.einsum("nhd,ntd->nht", q.float(), rows) * scale
     valid = torch.arange(max_len, device=q.device)[None, :] < seq_lens[:, None].to(q.device)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))

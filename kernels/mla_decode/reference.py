@@ -17,23 +17,24 @@ from __future__ import annotations
 import torch
 
 
-def gather_request_tokens(kv_cache: torch.Tensor, page_table: torch.Tensor, request: int, length: int) -> torch.Tensor:
-    """The `length` cached rows [length, kv_lora_rank + rope] of one request, in token order."""
+def gather_tokens(kv_cache: torch.Tensor, page_table: torch.Tensor, length: int) -> torch.Tensor:
+    """The first `length` cached rows of each request, [N, length, kv_lora_rank + rope] in token order, for a page
+    table [N, max_pages]. Entries past a request's pages may hold anything (e.g. -1): they are clamped to a valid page,
+    whose rows a caller with shorter requests masks."""
     page_size = kv_cache.shape[1]
     num_pages = -(-length // page_size)
-    pages = page_table[request, :num_pages].long()
-    return kv_cache[pages].reshape(num_pages * page_size, kv_cache.shape[2])[:length]
+    pages = page_table[:, :num_pages].long().clamp(0, kv_cache.shape[0] - 1)
+    return kv_cache[pages].reshape(page_table.shape[0], num_pages * page_size, kv_cache.shape[2])[:, :length]
 
 
-def mla_decode_reference(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    page_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    kv_lora_rank: int,
-    scale: float,
-) -> torch.Tensor:
-    """q [N, H, kv_lora_rank + rope] -> out [N, H, kv_lora_rank] in q's dtype; one request at a time, fp32."""
+def gather_request_tokens(kv_cache: torch.Tensor, page_table: torch.Tensor, request: int, length: int) -> torch.Tensor:
+    """The `length` cached rows [length, kv_lora_rank + rope] of one request, in token order."""
+    return gather_tokens(kv_cache, page_table[request : request + 1], length)[0]
+
+
+def mla_decode_reference(q, kv_cache, page_table, seq_lens, kv_lora_rank: int, scale: float) -> torch.Tensor:
+    """Arguments as in `dayone.kernels.mla_decode.mla_decode`: q [N, H, kv_lora_rank + rope] -> out
+    [N, H, kv_lora_rank] in q's dtype; one request at a time, fp32."""
     num_requests, num_heads, _ = q.shape
     out = torch.zeros(num_requests, num_heads, kv_lora_rank)
     for n in range(num_requests):

@@ -41,28 +41,27 @@ def exact_cast(v, dtype: tl.constexpr):
 
 
 @triton.jit
-def mxfp4_dequant_kernel(
-    packed_ptr,  # [N, K/2] uint8
-    scale_ptr,  # [N, K/32] uint8
-    out_ptr,  # [N, K]
-    N,
-    K_PACKED,  # K / 2
-    stride_packed,
-    stride_scale,
-    stride_out,
-    BLOCK_N: tl.constexpr,
-    BLOCK_KP: tl.constexpr,  # packed bytes per tile: 2 * BLOCK_KP columns
-):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.program_id(1) * BLOCK_KP + tl.arange(0, BLOCK_KP)  # packed column j holds columns 2j and 2j+1
-    mask = (rows[:, None] < N) & (cols[None, :] < K_PACKED)
-    rows64 = rows.to(tl.int64)[:, None]
+def dequant_tile(packed_ptr, scale_ptr, rows64, cols, mask, stride_packed, stride_scale):
+    """fp32 weights of the packed columns `cols` (packed column j holds columns 2j and 2j+1) of the rows `rows64`
+    ([R, 1] int64): (columns 2j, columns 2j+1), each [R, len(cols)]; zero where `mask` is off."""
     byte = tl.load(packed_ptr + rows64 * stride_packed + cols[None, :], mask=mask, other=0).to(tl.int32)
     # columns 2j and 2j+1 share the group (2j) // 32 = j // 16
     s = tl.load(scale_ptr + rows64 * stride_scale + cols[None, :] // 16, mask=mask, other=0).to(tl.int32)
     scale = e8m0_to_fp32(s)
-    low = e2m1_to_fp32(byte & 15) * scale
-    high = e2m1_to_fp32(byte >> 4) * scale
+    return e2m1_to_fp32(byte & 15) * scale, e2m1_to_fp32(byte >> 4) * scale
+
+
+@triton.jit
+def mxfp4_dequant_kernel(
+    packed_ptr, scale_ptr, out_ptr,  # [N, K/2] uint8, [N, K/32] uint8, [N, K]
+    N, K_PACKED, stride_packed, stride_scale, stride_out,  # K_PACKED = K / 2
+    BLOCK_N: tl.constexpr, BLOCK_KP: tl.constexpr,  # BLOCK_KP packed bytes per tile: 2 * BLOCK_KP columns
+):  # fmt: skip
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = tl.program_id(1) * BLOCK_KP + tl.arange(0, BLOCK_KP)
+    mask = (rows[:, None] < N) & (cols[None, :] < K_PACKED)
+    rows64 = rows.to(tl.int64)[:, None]
+    low, high = dequant_tile(packed_ptr, scale_ptr, rows64, cols, mask, stride_packed, stride_scale)
     out_row = out_ptr + rows64 * stride_out
     tl.store(out_row + 2 * cols[None, :], exact_cast(low, out_ptr.dtype.element_ty), mask=mask)
     tl.store(out_row + 2 * cols[None, :] + 1, exact_cast(high, out_ptr.dtype.element_ty), mask=mask)
@@ -70,22 +69,11 @@ def mxfp4_dequant_kernel(
 
 @triton.jit
 def mxfp4_linear_kernel(
-    x_ptr,  # [M, K]
-    packed_ptr,  # [N, K/2] uint8
-    scale_ptr,  # [N, K/32] uint8
-    out_ptr,  # [M, N]
-    M,
-    N,
-    K_PACKED,  # K / 2
-    stride_x,
-    stride_packed,
-    stride_scale,
-    stride_out,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_KP: tl.constexpr,
+    x_ptr, packed_ptr, scale_ptr, out_ptr,  # [M, K], [N, K/2] uint8, [N, K/32] uint8, [M, N]
+    M, N, K_PACKED, stride_x, stride_packed, stride_scale, stride_out,  # K_PACKED = K / 2
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_KP: tl.constexpr,
     DOT_FP32: tl.constexpr,  # fp32 tiles into tl.dot: the interpreter (bf16 dots are wrong there) and fp32 inputs
-):
+):  # fmt: skip
     """out[m, n] = sum_k x[m, k] * W[n, k], fp32 accumulation. Each packed byte is read once per M-block.
 
     Rather than interleave the two nibbles of a byte into adjacent columns, x is split into its even and odd
@@ -105,11 +93,7 @@ def mxfp4_linear_kernel(
         mask_w = mask_n[:, None] & mask_k[None, :]
         x_even = tl.load(x_rows + 2 * cols[None, :], mask=mask_x, other=0.0)
         x_odd = tl.load(x_rows + 2 * cols[None, :] + 1, mask=mask_x, other=0.0)
-        byte = tl.load(packed_ptr + w_rows * stride_packed + cols[None, :], mask=mask_w, other=0).to(tl.int32)
-        s = tl.load(scale_ptr + w_rows * stride_scale + cols[None, :] // 16, mask=mask_w, other=0).to(tl.int32)
-        scale = e8m0_to_fp32(s)
-        w_low = e2m1_to_fp32(byte & 15) * scale
-        w_high = e2m1_to_fp32(byte >> 4) * scale
+        w_low, w_high = dequant_tile(packed_ptr, scale_ptr, w_rows, cols, mask_w, stride_packed, stride_scale)
         if DOT_FP32:
             acc += tl.dot(x_even.to(tl.float32), tl.trans(w_low), input_precision="ieee")
             acc += tl.dot(x_odd.to(tl.float32), tl.trans(w_high), input_precision="ieee")

@@ -27,6 +27,8 @@ def short_conv_reference(x, weight, cu_seqlens=None, initial_state=None):
     B, T, D = x.shape
     weight = weight.reshape(D, -1)
     W = weight.shape[1]
+    # (row, start, end) of each sequence: B rows whole, or the cu_seqlens spans of row 0 (this file is shipped alone
+    # inside generated packages, so it imports nothing of dayone's: kernels/packed_sequences.py says the same)
     if cu_seqlens is None:
         spans = [(b, 0, T) for b in range(B)]
     else:

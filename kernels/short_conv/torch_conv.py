@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from dayone.kernels.packed_sequences import sequence_spans
 
 
 def window_conv(window: torch.Tensor, weight: torch.Tensor, T: int) -> torch.Tensor:
@@ -23,11 +24,7 @@ def short_conv_torch(x, weight, cu_seqlens, initial_state, output_final_state):
     B, T, D = x.shape
     weight = weight.reshape(D, -1).float()
     W = weight.shape[1]
-    if cu_seqlens is None:
-        spans = [(b, 0, T) for b in range(B)]
-    else:
-        bounds = cu_seqlens.tolist()
-        spans = [(0, bounds[n], bounds[n + 1]) for n in range(len(bounds) - 1)]
+    spans = sequence_spans(B, T, cu_seqlens)
     y = torch.empty_like(x)
     final = x.new_zeros(len(spans), D, W - 1)
     for n, (row, bos, eos) in enumerate(spans):

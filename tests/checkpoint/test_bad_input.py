@@ -55,30 +55,20 @@ def test_oversized_header_length(tmp_path):
     assert_bad_input(integrate("inspect", root), "model.safetensors", "header length")
 
 
-def test_overlapping_offsets(tmp_path):
+@pytest.mark.parametrize(
+    ("b_offsets", "file_end", "words"),
+    [
+        pytest.param([8, 24], 24, ("'b'", "overlaps"), id="overlapping-offsets"),
+        pytest.param([24, 40], 40, ("gap", "'b'"), id="gap-between-tensors"),
+    ],
+)
+def test_tensors_that_do_not_tile_the_data(tmp_path, b_offsets, file_end, words):
+    """a holds bytes 0..16; b starts inside it or leaves bytes 16..24 to nothing."""
     root = folder(tmp_path)
-    header_file(
-        root / "model.safetensors",
-        {
-            "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-            "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]},
-        },
-        24,
-    )
-    assert_bad_input(integrate("inspect", root), "model.safetensors", "'b'", "overlaps")
-
-
-def test_gap_between_tensors(tmp_path):
-    root = folder(tmp_path)
-    header_file(
-        root / "model.safetensors",
-        {
-            "a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
-            "b": {"dtype": "F32", "shape": [4], "data_offsets": [24, 40]},
-        },
-        40,
-    )
-    assert_bad_input(integrate("inspect", root), "model.safetensors", "gap", "'b'")
+    a = {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}
+    b = {"dtype": "F32", "shape": [4], "data_offsets": b_offsets}
+    header_file(root / "model.safetensors", {"a": a, "b": b}, file_end)
+    assert_bad_input(integrate("inspect", root), "model.safetensors", *words)
 
 
 def test_offsets_past_end_of_file(tmp_path):

@@ -9,33 +9,24 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler
+
+from local_server import LocalServer
 
 DRIP_S = 0.05  # well under the tests' read timeout: every wait for a byte is answered in time
 
 
-class EchoServer:
+class EchoServer(LocalServer):
     def __init__(self, mode: str = "json-500") -> None:
         self.mode = mode
         self.requests: list[tuple[str, str]] = []
         self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
+        super().__init__(self._handler())
+        self.server.daemon_threads = True  # a hanging or dripping answer must not hold up the close
 
     def __exit__(self, *exc) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._closing.set()  # the hanging and dripping answers stop
+        super().__exit__(*exc)
 
     def _handler(self):
         server = self

@@ -27,14 +27,6 @@ def short_bounds(monkeypatch):
     monkeypatch.setattr(deadline, "PUBLISH_DEADLINE_S", 60.0)
 
 
-@pytest.fixture
-def dist(tmp_path):
-    folder = tmp_path / "dist"
-    folder.mkdir()
-    (folder / "a.whl").write_bytes(b"PK wheel")
-    return folder
-
-
 def _publish(dist, url):
     args = ["publish", str(dist), "--repo", "acme/kimi", "--tag", "v1", "--api-url", url]
     start = time.monotonic()

@@ -47,14 +47,6 @@ def quick_network(monkeypatch):
     monkeypatch.setattr(github, "CONNECT_TIMEOUT_S", 0.3)
 
 
-@pytest.fixture
-def dist(tmp_path):
-    folder = tmp_path / "dist"
-    folder.mkdir()
-    (folder / "a.whl").write_bytes(b"PK wheel")
-    return folder
-
-
 def run(args, env=ENV):
     result = CliRunner().invoke(cli, [str(a) for a in args], env=env)
     return result.exit_code, result.stdout, result.stderr

@@ -208,7 +208,7 @@ with mock.patch.object(at, "gpu_arch", return_value="sm_90"), mock.patch.object(
     cli = CliRunner().invoke(compile_cmd, args)
     wrong_arch = CliRunner().invoke(compile_cmd, ["kimi-k3", "--arch", "sm_100", "-o", out + "-x", "--autotune"])
 print(json.dumps({"fits": fits, "over_kept": len(kept), "over_dropped": over_dropped, "cli_code": cli.exit_code,
-                  "cli_out": cli.output, "cli_exc": repr(cli.exception),
+                  "cli_out": cli.stdout, "cli_exc": repr(cli.exception),
                   "wrong_arch": str(wrong_arch.exception)}))
 """
 

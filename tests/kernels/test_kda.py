@@ -129,25 +129,37 @@ def decode_inputs(N, T, seed):
     return x, pool
 
 
+def check_decode_and_verify(device, backend, x, pool, slots, gate):
+    """Verify (intermediate_states) against the reference, then decode from the same pool: the same outputs, the last
+    state in each named slot, every other slot left alone; a request with a negative slot (CUDA-graph padding) reads
+    as zeros. x: make_inputs' tensors of N requests of T tokens; pool: [P, H, K, V]; slots: [N] int32."""
+    N, T = x["q"].shape[:2]
+    live = [n for n in range(N) if slots[n] >= 0]
+    padding = [n for n in range(N) if slots[n] < 0]
+    ro, rstates = kda_decode_reference(**x, state_pool=pool, slots=slots.clamp(min=0), gate=gate)
+
+    x, pool, slots = to(device, x), pool.to(device), slots.to(device)
+    verify_pool = pool.clone()
+    inter = torch.zeros(N, T, *pool.shape[1:], device=device)
+    o = kda_decode(**x, state_pool=verify_pool, slots=slots, gate=gate, intermediate_states=inter, backend=backend)
+    assert torch.equal(verify_pool, pool), "verify must not touch the pool"
+    assert_close(o[live], ro[live], "fp32_kernel", what="verify o")
+    assert_close(inter[live], rstates[live], "fp32_kernel", what="intermediate states")
+    assert torch.equal(o[padding], torch.zeros_like(o[padding])), "padding requests read as zeros"
+
+    o2 = kda_decode(**x, state_pool=pool, slots=slots, gate=gate, backend=backend)
+    assert torch.equal(o2, o), "decode and verify do the same arithmetic"
+    named = [int(slots[n]) for n in live]
+    assert torch.equal(pool[named], inter[live, -1]), "decode leaves the last state in the slot"
+    others = [p for p in range(pool.shape[0]) if p not in named]
+    assert torch.equal(pool[others], verify_pool[others]), "slots no request names are left alone"
+
+
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_decode_and_verify(device, backend):
     x, pool = decode_inputs(3, 3, seed=3)
     slots = torch.tensor([5, -1, 1], dtype=torch.int32)  # the middle request is CUDA-graph padding
-    live = [0, 2]
-    ro, rstates = kda_decode_reference(**x, state_pool=pool, slots=slots.clamp(min=0), gate="safe")
-
-    x, pool, slots = to(device, x), pool.to(device), slots.to(device)
-    verify_pool = pool.clone()
-    inter = torch.zeros(3, 3, H, K, V, device=device)
-    o = kda_decode(**x, state_pool=verify_pool, slots=slots, gate="safe", intermediate_states=inter, backend=backend)
-    assert torch.equal(verify_pool, pool), "verify must not touch the pool"
-    assert_close(o[live], ro[live], "fp32_kernel", what="verify o")
-    assert_close(inter[live], rstates[live], "fp32_kernel", what="intermediate states")
-    assert torch.equal(o[1], torch.zeros_like(o[1])), "padding requests read as zeros"
-
-    o2 = kda_decode(**x, state_pool=pool, slots=slots, gate="safe", backend=backend)
-    assert torch.equal(o2, o), "decode and verify do the same arithmetic"
-    assert torch.equal(pool[[5, 1]], inter[live, -1]), "decode leaves the last state in the slot"
+    check_decode_and_verify(device, backend, x, pool, slots, gate="safe")
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])

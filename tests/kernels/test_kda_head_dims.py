@@ -9,9 +9,9 @@ import pytest
 import torch
 from dayone.core.numerics import assert_close
 from dayone.kernels.kda import chunk_kda, kda_decode
-from dayone.kernels.kda.reference import kda_decode_reference, kda_reference
+from dayone.kernels.kda.reference import kda_reference
+from test_kda import check_decode_and_verify, to
 from test_kda import make_inputs as kda_inputs
-from test_kda import to
 
 WIDTHS = [pytest.param(96, 96, id="K96-V96"), pytest.param(24, 40, id="K24-V40")]
 H = 1
@@ -51,22 +51,7 @@ def test_decode_and_verify(device, K, V):
     x = make_inputs(3, 2, K, V, seed=14)
     pool = torch.randn(4, H, K, V, generator=torch.Generator().manual_seed(15))
     slots = torch.tensor([3, -1, 0], dtype=torch.int32)  # the middle request is CUDA-graph padding
-    live = [0, 2]
-    ro, rstates = kda_decode_reference(**x, state_pool=pool, slots=slots.clamp(min=0), gate="plain")
-
-    x, pool, slots = to(device, x), pool.to(device), slots.to(device)
-    verify_pool = pool.clone()
-    inter = torch.zeros(3, 2, H, K, V, device=device)
-    o = kda_decode(**x, state_pool=verify_pool, slots=slots, gate="plain", intermediate_states=inter, backend="triton")
-    assert torch.equal(verify_pool, pool), "verify must not touch the pool"
-    assert_close(o[live], ro[live], "fp32_kernel", what="verify o")
-    assert_close(inter[live], rstates[live], "fp32_kernel", what="intermediate states")
-    assert torch.equal(o[1], torch.zeros_like(o[1])), "padding requests read as zeros"
-
-    o2 = kda_decode(**x, state_pool=pool, slots=slots, gate="plain", backend="triton")
-    assert torch.equal(o2, o), "decode and verify do the same arithmetic"
-    assert torch.equal(pool[[3, 0]], inter[live, -1]), "decode leaves the last state in the slot"
-    assert torch.equal(pool[[1, 2]], verify_pool[[1, 2]]), "slots no request names are left alone"
+    check_decode_and_verify(device, "triton", x, pool, slots, gate="plain")
 
 
 def test_prefill_then_decode_at_head_dim_96(device):

@@ -19,9 +19,10 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from local_server import LocalServer
 
 USER_KEYS = (
     "avatar_url",
@@ -82,6 +83,14 @@ REPO_URL_KEYS = (
     "url",
 )
 STAMP = "2026-01-01T00:00:00Z"
+REPO_COUNT_KEYS = (
+    "forks_count",
+    "network_count",
+    "open_issues_count",
+    "stargazers_count",
+    "subscribers_count",
+    "watchers_count",
+)
 
 
 @dataclass
@@ -104,21 +113,11 @@ class State:
     next_id: int = 1
 
 
-class FakeGitHub:
+class FakeGitHub(LocalServer):
     def __init__(self, owner: str = "acme", name: str = "kimi", with_digest: bool = True) -> None:
         self.state = State(owner, name, with_digest)
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
 
     @property
     def requests(self) -> list[Recorded]:
@@ -146,31 +145,18 @@ class FakeGitHub:
             name=s.name,
             full_name=f"{s.owner}/{s.name}",
             owner=self._user(),
-            private=False,
             description="",
-            fork=False,
-            archived=False,
-            created_at=STAMP,
-            updated_at=STAMP,
-            pushed_at=STAMP,
             default_branch="main",
-            forks_count=0,
-            has_downloads=True,
-            has_issues=True,
-            has_pages=False,
-            has_projects=False,
-            has_wiki=False,
             homepage="",
             language="Python",
             mirror_url=None,
-            network_count=0,
-            open_issues_count=0,
             size=1,
-            stargazers_count=0,
-            subscribers_count=0,
-            watchers_count=0,
             releases_url=f"{api}/releases{{/id}}",
         )
+        doc |= dict.fromkeys(("created_at", "updated_at", "pushed_at"), STAMP)
+        doc |= dict.fromkeys(("private", "fork", "archived", "has_pages", "has_projects", "has_wiki"), False)
+        doc |= dict.fromkeys(("has_downloads", "has_issues"), True)
+        doc |= dict.fromkeys(REPO_COUNT_KEYS, 0)
         return doc
 
     def _release(self, tag: str, rid: int) -> dict:

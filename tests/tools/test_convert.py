@@ -22,6 +22,7 @@ from dayone.spec.derive import derive_spec
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import build_manifest
 from safetensors import safe_open
+from safetensors_folder import read_folder
 from tools_fixtures import tensor_bytes, write_split_pair
 
 CONVERT = ("convert", "mxfp4-to-bf16")
@@ -30,14 +31,6 @@ CONVERT = ("convert", "mxfp4-to-bf16")
 def files_of(folder: Path) -> dict[str, bytes]:
     """Every visible file's bytes (the .dayone-convert records hold source mtimes and are left out)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith(".")}
-
-
-def load_all(folder: Path) -> dict[str, torch.Tensor]:
-    out = {}
-    for path in sorted(folder.glob("*.safetensors")):
-        with safe_open(path, framework="pt") as f:
-            out.update((name, f.get_tensor(name)) for name in f.keys())  # noqa: SIM118 - safe_open has no iterator
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +43,7 @@ def converted(k3_dir, tmp_path_factory):
 
 def test_equals_reference_dequantization_bitwise(k3_dir, converted):
     dst, report = converted
-    source, output = load_all(k3_dir), load_all(dst)
+    source, output = read_folder(k3_dir), read_folder(dst)
     pairs = [name.removesuffix(".weight_packed") for name in source if name.endswith(".weight_packed")]
     assert pairs and report["dequantized"] == len(pairs) and report["converted"] == 3
     assert set(output) == (set(source) - {f"{b}.weight_{s}" for b in pairs for s in ("packed", "scale")}) | {
@@ -217,7 +210,7 @@ def test_pair_split_across_files(k3_spec, tmp_path):
         args = ("--shard-rank", str(rank), "--num-shards", "2")
         assert integrate(*CONVERT, src, "-o", tmp_path / "out", *args).code == 0
     assert integrate(*CONVERT, src, "-o", tmp_path / "out", "--finalize").code == 0
-    source, output = load_all(src), load_all(tmp_path / "out")
+    source, output = read_folder(src), read_folder(tmp_path / "out")
     expected = dequantize_mxfp4_reference(source[f"{base}.weight_packed"], source[f"{base}.weight_scale"])
     assert torch.equal(output[f"{base}.weight"].view(torch.int16), expected.view(torch.int16))
     index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())["weight_map"]

@@ -13,17 +13,9 @@ from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.prune import cover, parse_layers, select
 from dayone.prune.layers import combo
 from dayone.spec.registry import load_spec
-from safetensors import safe_open
+from safetensors_folder import read_folder
 
 PREFIX = "language_model.model."
-
-
-def load_all(folder: Path) -> dict[str, torch.Tensor]:
-    out = {}
-    for path in sorted(folder.glob("*.safetensors")):
-        with safe_open(path, framework="pt") as f:
-            out.update((name, f.get_tensor(name)) for name in f.keys())  # noqa: SIM118 - safe_open has no iterator
-    return out
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -58,7 +50,7 @@ def test_prefix_prune_inspects_and_keeps_the_source_numbers(k3_dir, k3_spec, fir
     assert (text["num_experts"], text["num_experts_per_token"]) == (3, 2)
     assert text["attn_res_block_size"] == 12 and report["snapshot_moved"] == []  # a prefix keeps the block size
     assert "quantization_config" in text
-    source, output = load_all(k3_dir), load_all(dst)
+    source, output = read_folder(k3_dir), read_folder(dst)
     for name, tensor in output.items():
         if name.endswith(("gate.weight", "gate.e_score_correction_bias")) and ".block_sparse_moe." in name:
             assert same(tensor, source[name][:3]), name  # the router's first 3 experts
@@ -87,7 +79,7 @@ def test_cover_keeps_every_combination_and_what_each_layer_does(k3_dir, k3_spec,
     assert len(report["layers"]) == len(wanted)  # one layer per combination: the smallest possible
     for layer, source in zip(pruned.layers, report["layers"], strict=True):
         assert combo(layer) == combo(k3_spec.layers[source])
-    source, output = load_all(k3_dir), load_all(tmp_path / "cover")
+    source, output = read_folder(k3_dir), read_folder(tmp_path / "cover")
     for new, old in enumerate(report["layers"]):
         name = f"{PREFIX}layers.{new}.self_attn.o_proj.weight"
         assert same(output[name], source[f"{PREFIX}layers.{old}.self_attn.o_proj.weight"])

@@ -87,30 +87,22 @@ class Evaluator:
         self.pos += 1
         return token
 
-    def _or(self):
-        value = self._and()
-        while self._peek() == "||":
-            self._take()
-            right = self._and()
-            value = value if not falsy(value) else right
-        return value
-
-    def _and(self):
-        value = self._compare()
-        while self._peek() == "&&":
-            self._take()
-            right = self._compare()
-            value = right if not falsy(value) else value
-        return value
-
-    def _compare(self):
-        value = self._unary()
-        while self._peek() in ("==", "!="):
+    def _left_to_right(self, ops: tuple[str, ...], operand, combine):
+        """operand (op operand)*, folded from the left: combine(value, op, right)."""
+        value = operand()
+        while self._peek() in ops:
             op = self._take()[1]
-            right = self._unary()
-            equal = _loose(value) == _loose(right)
-            value = equal if op == "==" else not equal
+            value = combine(value, op, operand())
         return value
+
+    def _or(self):  # a || b: a if a is truthy, else b
+        return self._left_to_right(("||",), self._and, lambda value, _, right: right if falsy(value) else value)
+
+    def _and(self):  # a && b: b if a is truthy, else a
+        return self._left_to_right(("&&",), self._compare, lambda value, _, right: value if falsy(value) else right)
+
+    def _compare(self):  # == and != compare loosely (`_loose`)
+        return self._left_to_right(("==", "!="), self._unary, lambda value, op, right: _loose_equal(value, right, op))
 
     def _unary(self):
         if self._peek() == "!":
@@ -170,6 +162,11 @@ class Evaluator:
         if name == "format":
             return re.sub(r"\{(\d+)\}", lambda m: text(args[1 + int(m.group(1))]), args[0])
         raise ExpressionError(f"function {name}() is not supported by the harness")
+
+
+def _loose_equal(value, right, op: str) -> bool:
+    equal = _loose(value) == _loose(right)
+    return equal if op == "==" else not equal
 
 
 def _loose(value):
