@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -63,13 +64,9 @@ def kimi_linear_checkpoint(path: Path) -> None:
 
 
 def median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median seconds of one call over `repeats` calls, after a warm-up call (timeit: perf_counter, GC off)."""
+    fn()
+    return statistics.median(timeit.repeat(fn, number=1, repeat=repeats))
 
 
 def bench_speed(tokens: tuple[int, int], repeats: int) -> dict:

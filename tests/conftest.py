@@ -72,7 +72,7 @@ def pytest_configure(config):
 SLOW_MODULES = frozenset({
     "conform/test_conform_planted_mistakes.py", "conform/test_run_stage.py", "conform/test_sglang_cpu_rope.py",
     "conform/test_sglang_forward.py", "conform/test_sglang_probe.py", "conform/test_spec_variants.py",
-    "conform/test_sglang_variants.py", "conform/test_vllm_conformance.py",
+    "conform/test_sglang_variants.py", "conform/test_vllm_conformance.py", "conform/test_vllm_faithful.py",
     "dashboard/test_dashboard_browser.py",
     "drill/test_drill.py",
     "megatron/test_bridge_provider.py", "megatron/test_bridge_round_trip.py", "megatron/test_megatron_model.py",

@@ -27,6 +27,7 @@ from dayone.checks.protocols import REGISTRY_PROTOCOLS, check_protocols, check_q
 from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
 from dayone.checks.sglang_protocol import check_sglang_model
 from dayone.conform.results import TargetReport
+from dayone.present import step
 from dayone.spec.schema import ModelSpec
 
 RUFF_RULES = "E,F,W,I,B,UP"
@@ -72,6 +73,8 @@ def check_target(
     result = TargetCheck(target)
     py_files = sorted(root / rel for rel in expected if rel.endswith(".py"))
     result.files = len(expected)
+    # A check takes seconds to minutes (the Megatron checks most): off a terminal, a line as each part starts
+    step(f"generate: {target}: checking {len(expected)} files (byte-compile, ruff, the pinned releases' API)")
     result.problems["byte_compile"] = _byte_compile(py_files, root)
     result.problems["ruff"] = _ruff(root, py_files)
     tree = SourceTree([sources(RELEASES[name]) for name in TARGET_RELEASES[target]])
@@ -88,6 +91,7 @@ def check_target(
     if target in ("miles", "megatron-bridge"):
         from dayone.programs.megatron.runner import adapter_checks, megatron_checks
 
+        step(f"generate: {target}: the Megatron model and adapter checks in megatron-core")
         result.megatron = {"model": megatron_checks(spec), "adapter": adapter_checks(spec, target)}
         result.problems["megatron"] = [f for r in result.megatron.values() for f in r.get("failures", [])]
     again = regenerate()

@@ -12,7 +12,7 @@ import click
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.core.vocabulary import ARCHS
-from dayone.present import console, emit_json, shown
+from dayone.present import console, emit_json, shown, step
 from dayone.spec.registry import load_spec
 
 NO_GPU = "--autotune needs a CUDA GPU; compile without it here"
@@ -112,7 +112,9 @@ def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_
     table = []
     with Progress(console=console, transient=True, disable=quiet) as progress:
         task = progress.add_task(f"compiling {len(specs)} kernels x {len(archs)} archs", total=len(specs))
-        for builds in build_plan(specs, archs, tuned):
+        for i, builds in enumerate(build_plan(specs, archs, tuned), 1):
+            # off a terminal (rich draws nothing there) a timestamped line per kernel on stderr, as `run` shows
+            step(f"compile: kernel {i} of {len(specs)}: {specs[i - 1].kernel}")
             for one, arch in builds:
                 table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
             progress.advance(task)

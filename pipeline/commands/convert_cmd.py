@@ -16,7 +16,7 @@ import click
 from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.safetensors_header import gc_paused
 from dayone.core.errors import InputError
-from dayone.present import console, emit_json, human_bytes
+from dayone.present import console, emit_json, human_bytes, shown
 
 
 @click.group()
@@ -167,7 +167,7 @@ def _print(report: dict, as_json: bool, rank: int | None) -> None:
         console.print(
             f"{who}finalized: index of {final['tensors']:,} tensors in {final['files']} files "
             f"({human_bytes(final['bytes'])}), config.json without quantization_config"
-            + (f", copied {', '.join(final['copied'])}" if final["copied"] else "")
+            + (f", copied {shown(', '.join(final['copied']))}" if final["copied"] else "")  # the checkpoint's names
         )
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from dayone.core.vocabulary import Point, layer_point
 from dayone.present import console, shown
+from dayone.spec.hf_keys import MODEL_TYPE
 
 
 @click.command()
@@ -41,11 +43,11 @@ def golden(checkpoint: str, tokens: str | None, tier: str, output: Path, spec_ar
     model.embed(ids)
     routes: dict[str, torch.Tensor] = {}
     for i in range(spec.num_layers):
-        cap = Capture(f"layers.{i}.topk_ids")
+        cap = Capture(layer_point(i, Point.TOPK_IDS))
         model.layer(i, cap)
         routes.update(cap)
     logits = model.head().float().cpu().reshape(*ids.shape, -1)
-    model_type = str(source.checkpoint.config.get("model_type", ""))
+    model_type = str(source.checkpoint.config.get(MODEL_TYPE, ""))
     write_golden(output, ids, logits, {"tier": tier, "spec": spec.name, "model_type": model_type,
                                        "vocab_size": str(spec.vocab_size), "checkpoint": source.where},
                  routes)  # fmt: skip

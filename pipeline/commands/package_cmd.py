@@ -10,7 +10,6 @@ from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
 from dayone.present import console, emit_json, error_document, plain, shown
 from rich.console import Console
-from rich.markup import escape
 
 
 @click.command()
@@ -78,7 +77,7 @@ def _write_reports(path: Path, result, error: str | None) -> None:
 
 def _print(result) -> None:
     for p in result.packages:
-        extra = escape(f"[{p['framework']['extra']}]")
+        extra = f"[{p['framework']['extra']}]"  # as pip spells it: shown escapes it once
         console.print(
             f"[bold]{p['target']}[/]: {shown(p['wheel'])}, {shown(p['sdist'])} (framework: extra {shown(extra)})"
         )

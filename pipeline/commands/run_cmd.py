@@ -187,7 +187,7 @@ class _Shown:
         if result is None:
             progress_line(f"{name}: done")
             return
-        took = " (cached)" if result.cached else ("" if result.status == "not run" else f" ({result.seconds:.1f} s)")
+        took = " (cached)" if result.cached else (f" ({result.seconds:.1f} s)" if result.seconds else "")
         progress_line(f"{name}: {result.status}{took}: {result.summary}")
 
 
@@ -234,7 +234,10 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
         "stages": [{"stage": name, "status": r.status, "summary": r.summary} for name, r in results.items()],
     }
     write_atomic(out / "report.json", json.dumps(report, indent=1) + "\n")
-    ran = [name for name, r in results.items() if r.status != NOT_RUN]
+    # A stage that started this time wrote its own reports, whatever its status (conform without its peers ends
+    # "not run" with a report per engine saying which peer is missing); one that never started (skipped, or a stage
+    # it needs failed) may hold an earlier run's folder, and gets stand-in reports instead.
+    ran = [name for name, r in results.items() if r.status != NOT_RUN or r.seconds]
     files = sorted(p for name in ran for p in (out / "stages" / name).glob("report-*.json"))
     not_run = _stand_in_reports(ctx, results, files) if ctx is not None else []
     # OUT/reports: this run's reports, flat, for `integrate dashboard` and the release workflow.
@@ -250,7 +253,8 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
 def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
     """Reports for the dashboard cells of stages that wrote none: "not run" with the reason, or "fail" with the
     message of a stage that stopped before writing them all (bad input, a bug): a target it never reached fails
-    with the stage's message, never shows as a pass or as missing. Conformance is of the engines only."""
+    with the stage's message, never shows as a pass or as missing. Conformance and the engines' validate cells are
+    of the engines only (a training target's numerics are generate --check's)."""
     from dayone.core.vocabulary import FAIL, NOT_RUN, STAGES, TARGETED_STAGES
     from dayone.dashboard.reports import Report
 
@@ -260,7 +264,7 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
         if name not in STAGES or r.status not in (NOT_RUN, FAIL):
             continue
         targets = ctx.targets if name in TARGETED_STAGES else (None,)
-        if name == "conform":
+        if name in ("conform", "validate"):
             targets = tuple(t for t in targets if t in ENGINES)
         for target in targets:
             if (name, target) in wrote or (r.status == FAIL and target is None and any(s == name for s, _ in wrote)):
@@ -281,7 +285,7 @@ def _summary(results: dict, out: Path) -> None:
     colours = {"pass": "green", "partial": "cyan", "fail": "red"}
     for name, r in results.items():
         status = f"[{colours.get(r.status, 'yellow')}]{r.status}[/]"
-        time = "cached" if r.cached else ("-" if r.status == "not run" else f"{r.seconds:.1f} s")
+        time = "cached" if r.cached else (f"{r.seconds:.1f} s" if r.seconds else "-")  # "-": it did not start
         table.add_row(name, status, time, shown(r.summary))
     console.print(table)
     console.print(

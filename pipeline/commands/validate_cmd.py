@@ -18,8 +18,8 @@ from dayone.present import console, emit_json, on_a_terminal, set_step_sink, sho
 @click.option("--reference", default="auto", show_default=True,
               help="auto | naive (the reference tier) | transformers | golden:FILE.")  # fmt: skip
 @click.option("--tokens", help="JSON file of equal-length token-id lists, or comma-separated ids (one sequence).")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report (a dashboard validate report) to FILE.")  # fmt: skip
+@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report (a dashboard validate report) to FILE, for `integrate dashboard`.")  # fmt: skip
 @click.option("--spec", "spec_arg", help="Spec NAME or FILE (default: derived from the checkpoint's config.json).")
 @click.option("--candidate", default="fast", show_default=True, help="The tier under test: fast | reference.")
 @click.option("--routing", default="replay", show_default=True,
@@ -29,19 +29,19 @@ from dayone.present import console, emit_json, on_a_terminal, set_step_sink, sho
 @click.option("--device", default="auto", show_default=True, help="auto | cpu | cuda.")
 @click.option("--kernels", default="auto", show_default=True,
               help="Fast-tier kernels: auto (Triton on a GPU, torch counterparts on a CPU) | triton | torch.")  # fmt: skip
-@click.option("--print-json", is_flag=True, help="Print the report as JSON instead of tables.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document instead of tables.")
 def validate(
     checkpoint: str,
     reference: str,
     tokens: str | None,
-    json_file: Path | None,
+    report_file: Path | None,
     spec_arg: str | None,
     candidate: str,
     routing: str,
     reload_check: bool,
     device: str,
     kernels: str,
-    print_json: bool,
+    as_json: bool,
 ) -> None:
     """Validate CHECKPOINT's numbers: CANDIDATE tier vs REFERENCE on fixed token sequences (teacher forcing)."""
     from dayone.checkpoint import open_checkpoint
@@ -57,7 +57,7 @@ def validate(
     # The arguments are parsed here, once: the library gets the open checkpoint and its spec, not their names.
     opened = open_checkpoint(checkpoint)
     spec = spec_for_checkpoint(opened, spec_arg)
-    if on_a_terminal() and not print_json:  # rich's spinner shows the layer; off a terminal a line per layer
+    if on_a_terminal() and not as_json:  # rich's spinner shows the layer; off a terminal a line per layer
         with console.status("validate: starting") as status:
             set_step_sink(lambda text: status.update(shown(text)))
             verdict = run(opened, spec, options)
@@ -65,9 +65,9 @@ def validate(
         verdict = run(opened, spec, options)
     report = verdict.report
     if report is not None:  # rank 0 (or the only rank)
-        if json_file is not None:
-            write_report(json_file, report)
-        if print_json:
+        if report_file is not None:
+            write_report(report_file, report)
+        if as_json:
             emit_json(report.model_dump(mode="json"))
         else:
             print_report(report)

@@ -24,6 +24,7 @@ from dayone.convert.side_files import copy_side_files
 from dayone.convert.stream import write_stream
 from dayone.core.atomic import write_atomic
 from dayone.core.errors import InputError
+from dayone.present import step
 
 KIND = "mxfp4-to-bf16"
 
@@ -73,8 +74,12 @@ def convert_files(
     """Convert `files` of the source into dst, skipping those already finished (unless redo)."""
     from dayone.convert.dequant import one_thread
 
+    results = []
     with one_thread():
-        return [_convert_file(ckpt, plans[file], dst, file, redo, progress) for file in files]
+        for i, file in enumerate(files, 1):  # a file of a release is GBs: off a terminal, a line as each starts
+            step(f"convert: file {i} of {len(files)}: {file}")
+            results.append(_convert_file(ckpt, plans[file], dst, file, redo, progress))
+    return results
 
 
 def _convert_file(

@@ -17,6 +17,8 @@ details  free-form per stage; the dashboard draws these keys when present:
          spec:     "spec": the spec itself (spec_to_dict), so a derived or scaled spec can be planned
          conform:  "runs": [{"world_size": int, "levels": {name: {"status", "detail", figures...}}, ...}]: the
                    conformance matrix (target x level x world size) and each level's figures, whatever they are
+         generate: "check": generate --check's summary: "problems" by kind; for miles and megatron-bridge
+                   "megatron": {"model": the Megatron model's check: spec, layers, tp, ep, log-prob figures}
          any:      "levels": [{"level": str, "status": pass|fail|not run, "reason": str}, ...] in order, for a
                    stage that proves a target step by step; the cell shows the last level reached and why the next
                    one was not; "reason": why it is not a pass
@@ -31,6 +33,8 @@ with created = the file's modification time: `integrate inspect --json` output (
 
 from __future__ import annotations
 
+import functools
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -90,15 +94,17 @@ class LevelRow(_Open):
 
 
 class RunLevel(_Open):
-    """One level of one conformance run; any key besides status and detail is a figure (forward's logprob max
-    abs, greedy agreement, tokens/s, ...), shown with its name."""
+    """One level of one conformance run; its figures (forward's logprob max abs, greedy agreement, tokens/s, ...)
+    are the "figures" object conform writes, and any other key besides status and detail, shown with its name."""
 
     status: Status
     detail: str = Field(default="", max_length=TEXT)
 
     @property
     def figures(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        extra = dict(self.model_extra or {})
+        nested = extra.pop("figures", None)
+        return {**extra, **nested} if isinstance(nested, dict) else extra
 
 
 class ConformRun(_Open):
@@ -108,10 +114,34 @@ class ConformRun(_Open):
     levels: dict[str, RunLevel]
 
 
+class MegatronModelCheck(_Open):
+    """generate --check's Megatron model check (dayone.programs.megatron.verify, for miles and megatron-bridge):
+    where it ran (a tiny-scale spec, its layers, TP x EP) and the log-prob figures a trainer is judged on."""
+
+    spec: str | None = Field(default=None, max_length=200)
+    status: str | None = Field(default=None, max_length=200)
+    layers: int | None = None
+    world_size: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+    round_trip_tensors: int | None = None
+    logprob_abs_diff_mean: float | None = None  # the Megatron model against dayone's reference tier (fp32)
+    logprob_abs_diff_max: float | None = None
+    megatron_train_rollout_logprob_abs_diff: float | None = None  # train/rollout parity, as Miles gates on it
+    megatron_train_rollout_logprob_abs_diff_max: float | None = None
+    megatron_train_rollout_kl: float | None = None
+    megatron_bridge_import: str | None = Field(default=None, max_length=TEXT)
+
+
+class MegatronCheck(_Open):
+    model: MegatronModelCheck | None = None
+
+
 class CheckSummary(_Open):
-    """generate's static checks: problems by kind (byte_compile, ruff, api, ...)."""
+    """generate's static checks: problems by kind (byte_compile, ruff, api, ...), and the Megatron model's check."""
 
     problems: dict[str, list[str]] = Field(default_factory=dict)
+    megatron: MegatronCheck | None = None
 
 
 class Drawn(BaseModel):
@@ -185,7 +215,34 @@ class Report(BaseModel):
     @classmethod
     def _no_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
         # Details quote servers and tools; a report written or read in a process holding a token never shows it.
-        return redact_data(value)
+        # They quote tracebacks too: this machine's folders are named, not spelled out (reports travel).
+        return _local_folders_named(redact_data(value))
+
+
+@functools.cache
+def _local_folders() -> list[tuple[str, str]]:
+    """(folder, its name in a report), longest first: the Python environment, dayone's own tree, the home folder."""
+    import dayone
+
+    folders = {
+        str(Path(sys.prefix).resolve()): "<venv>",
+        str(Path(dayone.__file__).resolve().parents[1]): "<dayone>",
+        str(Path.home().resolve()): "~",
+    }
+    return sorted(((f, n) for f, n in folders.items() if f != "/"), key=lambda item: -len(item[0]))
+
+
+def _local_folders_named(value: Any) -> Any:
+    """Every string in JSON-like `value` with this machine's folders (_local_folders) replaced by their names."""
+    if isinstance(value, str):
+        for folder, name in _local_folders():
+            value = value.replace(folder + "/", name + "/")
+        return value
+    if isinstance(value, dict):
+        return {_local_folders_named(k): _local_folders_named(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_local_folders_named(v) for v in value)
+    return value
 
     @field_validator("created")
     @classmethod

@@ -4,11 +4,14 @@ A run of a stand-in checkpoint (`integrate run --demo`, `--stand-in-for SPEC`) c
 report: the checkpoint's own ("spec") and the one it stands in for ("stands_in_for"). Coverage, generate, conform
 and validate check the checkpoint at its own widths; compile and plan work at the named model's widths. Every
 numeric field where the two differ is listed, found by walking both specs (no list of fields kept here).
+
+generate --check's Megatron model check (miles, megatron-bridge) builds the model at a tiny scale of the spec, on
+its own widths: where its report names a spec other than the checkpoint's, that is said too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dayone.dashboard.matrix import ModelRows
@@ -24,6 +27,25 @@ class Scale:
     differences: list[tuple[str, Any, Any]]  # (field path, checkpoint's value, named model's value)
     at_checkpoint: tuple[str, ...] = AT_CHECKPOINT
     at_named: tuple[str, ...] = AT_NAMED
+    elsewhere: list[str] = field(default_factory=list)  # checks that ran at another spec, each in words
+
+
+def _megatron_scales(model: ModelRows, checked: str) -> list[str]:
+    """Where the latest Megatron model check of each target ran at a spec other than `checked`: a sentence per spec."""
+    latest = {}
+    for r in model.reports:  # oldest first: a later report of a target replaces its earlier one
+        check = r.drawn.check if r.stage == "generate" and not r.malformed else None
+        if check and check.megatron and check.megatron.model:
+            latest[str(r.target)] = check.megatron.model
+    by_spec: dict[str, list[str]] = {}
+    for target, ran in latest.items():
+        if ran.spec and ran.spec != checked:
+            by_spec.setdefault(ran.spec, []).append(target)
+    return [
+        f"generate --check's Megatron model check ({', '.join(targets)}) ran at {spec}: "
+        f"{latest[targets[0]].layers} layers, TP {latest[targets[0]].tp} x EP {latest[targets[0]].ep}"
+        for spec, targets in by_spec.items()
+    ]
 
 
 def scale_of(model: ModelRows) -> Scale | None:
@@ -33,9 +55,11 @@ def scale_of(model: ModelRows) -> Scale | None:
         return None
     drawn = carried[-1].drawn
     own, named = drawn.spec or {}, drawn.stands_in_for
+    checked = str(own.get("name", model.spec))
+    elsewhere = _megatron_scales(model, checked)
     if not named:
-        return Scale(str(own.get("name", model.spec)), None, [])
-    return Scale(str(own.get("name", model.spec)), str(named.get("name", "?")), _differences(own, named))
+        return Scale(checked, None, [], elsewhere=elsewhere)
+    return Scale(checked, str(named.get("name", "?")), _differences(own, named), elsewhere=elsewhere)
 
 
 def _differences(own: Any, named: Any, path: str = "") -> list[tuple[str, Any, Any]]:

@@ -1,5 +1,5 @@
 """Render the dashboard: index.html (the verdict per model, the conformance matrix, the stage matrix), model-*.html
-(verdict, conformance, scale, numerics, kernel resources, plan), cell-*.html (the reports behind one cell). Page
+(verdict, conformance, scale, numerics, training parity, kernel resources, plan), cell-*.html (the reports behind one cell). Page
 names are derived by dayone.dashboard.names (slug + hash). Flat folder, relative links, inline SVG and one stylesheet: it works offline from file://.
 
 The site is built in a temporary sibling folder and renamed into place, so a reader (or --serve) never sees half a
@@ -77,7 +77,9 @@ def _environment() -> jinja2.Environment:
 
 
 def _figure(value) -> str:
-    """A level's figure as text: floats to 4 significant digits, anything else as JSON."""
+    """A level's figure as text: floats to 4 significant digits, none as a dash, anything else as JSON."""
+    if value is None:
+        return "—"
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, str):
@@ -87,12 +89,16 @@ def _figure(value) -> str:
 
 def _model_sections(model: ModelRows, gpu: str, gpus: int | None) -> dict:
     """What the model page draws: the latest numerics per target (small multiples per capture point, and the layer
-    output against the noise floor), the latest resource table per arch, the plan."""
+    output against the noise floor), the Megatron model's parity figures per RL target (generate --check), the
+    latest resource table per arch, the plan."""
     latest_validate: dict[str | None, Report] = {}
     latest_compile: dict[str | None, Report] = {}
+    latest_training: dict[str | None, Report] = {}
     for r in model.reports:  # oldest first: later ones overwrite
         if r.malformed:
             continue
+        if r.stage == "generate" and r.drawn.check and r.drawn.check.megatron and r.drawn.check.megatron.model:
+            latest_training[r.target] = r
         if r.stage == "validate" and r.drawn.numerics:
             latest_validate[r.target] = r
         if r.stage == "compile" and r.drawn.resources:
@@ -119,7 +125,17 @@ def _model_sections(model: ModelRows, gpu: str, gpus: int | None) -> dict:
         for row in r.drawn.resources or []
     ]
     plan, plan_error = _plan(model, gpu, gpus)
-    return {"charts": charts, "kernels": kernels, "plan": plan and _plan_rows(plan), "plan_error": plan_error}
+    training = [
+        {"target": target, "report": r, "check": r.drawn.check.megatron.model}
+        for target, r in sorted(latest_training.items(), key=lambda kv: str(kv[0]))
+    ]
+    return {
+        "charts": charts,
+        "kernels": kernels,
+        "training": training,
+        "plan": plan and _plan_rows(plan),
+        "plan_error": plan_error,
+    }
 
 
 def _ran_at(report: Report) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dayone.core.errors import InputError, environment_error_in
 from dayone.package.discover import Adapter
+from dayone.present import step
 
 
 class BuildError(Exception):
@@ -85,6 +86,7 @@ def run_build(source: Path, out: Path, epoch: int, name: str) -> tuple[Path, Pat
     # Absolute: the build runs with cwd=source, where a relative --outdir would name a folder inside the source tree.
     source, out = source.absolute(), out.absolute()
     out.mkdir(parents=True, exist_ok=True)
+    step(f"package: {name}: building the sdist, then the wheel from it")  # seconds each: off a terminal, a line
     before = set(out.iterdir())
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
     # -P and cwd=source: never import a local folder named `build` (dayone's own checkout has one) instead of PyPA's.

@@ -202,7 +202,10 @@ def conform_stage(ctx: RunContext) -> Stage:
                 details["first_failure"] = _first_failure(report)
             ctx.report(workdir, "conform", status, details, target=target)
             missing = _levels_not_run(details["levels"]) if status == PASS else ""
-            lines.append(f"{target}: {details.get('first_failure') or details['summary'] + missing}")
+            if status == NOT_RUN:  # nothing of it ran: why, in the levels' words (a missing peer: what installs it)
+                lines.append(f"{target}: not run: {_why_not_run(report)}")
+            else:
+                lines.append(f"{target}: {details.get('first_failure') or details['summary'] + missing}")
             statuses.append(PARTIAL if missing else status)
         # Partial where a level was left not run (forward on a CPU): as the dashboard's cell says, never pass.
         if FAIL in statuses:
@@ -241,6 +244,18 @@ def _first_failure(report) -> str:
             if entry.status == FAIL:
                 return f"{level} failed at world size {run.world_size}: {entry.detail.splitlines()[0]}"
     return ""
+
+
+def _why_not_run(report) -> str:
+    """Why a conform TargetReport's first level did not run: its detail, naming world sizes only where they differ."""
+    from dayone.conform.results import LEVELS
+
+    why: dict[str, list[int]] = {}
+    for run in report.runs:
+        why.setdefault(run.levels[LEVELS[0]].detail, []).append(run.world_size)
+    if len(why) == 1:
+        return next(iter(why))
+    return "; ".join(f"world size {', '.join(map(str, sizes))}: {detail}" for detail, sizes in why.items())
 
 
 def _levels_not_run(levels: list[dict]) -> str:
@@ -319,8 +334,10 @@ def validate_stage(ctx: RunContext) -> Stage:
         details = {k: v for k, v in found.details.items() if k != "seconds"} | {"checkpoint": ctx.checkpoint_identity}
         report = Report(**(dict(found) | {"created": ctx.created, "details": details}))  # UTC, redacted, as any report
         (workdir / "report-validate.json").write_text(report.model_dump_json(indent=2) + "\n")
-        # The engines' own numerics need their GPU kernels: say so in each target's cell instead of leaving it blank.
-        for target in ctx.targets:
+        # The engines' own numerics need their GPU kernels: say so in each engine's cell instead of leaving it blank.
+        # Miles and Megatron-Bridge get no validate report: their Megatron model's numerics are generate --check's
+        # (log-probs against the reference tier, train/rollout parity), which the dashboard shows as such.
+        for target in (t for t in ctx.targets if t in ENGINES):
             ctx.report(workdir, "validate", NOT_RUN, {"reason": ENGINE_NUMERICS_REASON}, target=target)
         first = report.details.get("first_failure")
         summary = "every metric within tolerance" if report.status == PASS else f"first failure: {first}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dayone.core.numerics import TOLERANCES
 from dayone.dashboard.reports import Report, now
-from dayone.present import console
+from dayone.present import console, shown
 from dayone.validate.floor import FLOOR_DESCRIPTION, FLOOR_K, judge
 from rich.table import Table
 
@@ -129,9 +129,9 @@ def build_report(spec, source, results: list, meta: dict) -> Report:
 def print_report(report: Report) -> None:
     d = report.details
     tokens = d["tokens"]
-    console.print(
-        f"[bold]{d['checkpoint']}[/]: {d['candidate']} tier vs {d['reference']} "
-        f"({tokens['batch']} x {tokens['length']} tokens from {tokens['source']}; routing {d['routing']}; "
+    console.print(  # the checkpoint, a golden file and a tokens file are named as the user gave them: escaped
+        f"[bold]{shown(d['checkpoint'])}[/]: {d['candidate']} tier vs {shown(d['reference'])} "
+        f"({tokens['batch']} x {tokens['length']} tokens from {shown(tokens['source'])}; routing {d['routing']}; "
         f"kernels {_kernels(d['backend'])} on {d['backend']['device']}; {d['ranks']} rank(s))"
     )
     worst: dict[str, dict] = {}

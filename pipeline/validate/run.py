@@ -20,6 +20,7 @@ from dayone.adapters.model import TIERS, Capture
 from dayone.adapters.model.attn_residual import Stream
 from dayone.adapters.model.batch import Batch
 from dayone.checkpoint.reader import Checkpoint
+from dayone.core import vocabulary
 from dayone.core.errors import InputError
 from dayone.dashboard.reports import Report
 from dayone.present import step
@@ -39,10 +40,10 @@ from dayone.validate.source import ShardReader, open_source
 from dayone.validate.streamed import StreamedModel
 from dayone.validate.tokens import check_ids, parse_tokens
 
-# Capture points of a layer in the order they are computed; the first failing one is where the report points.
-LAYER_POINTS = ("attn_res", "attn_in", "attn_out", "mlp_res", "mlp_in", "router_logits", "topk_weights",
-                "latent_down", "latent_combined", "latent_normed", "latent_up", "mlp_out", "out")  # fmt: skip
-HEAD_POINTS = ("output_res", "final_norm", "logits")
+# A layer's tensor capture points in the order they are computed (the first failing one is where the report
+# points); its expert ids are compared by agreement (topk_row), not as tensors.
+LAYER_POINTS = tuple(point for point in vocabulary.LAYER_POINTS if point not in vocabulary.ROUTE_POINTS)
+HEAD_POINTS = vocabulary.HEAD_POINTS
 ROUTINGS = ("replay", "own")
 
 

@@ -15,6 +15,7 @@ SPEC_FILE = Path(__file__).resolve().parents[2] / "spec" / "models" / "kimi-k3.y
 class K3Build:
     out: Path
     report: dict  # the --json document
+    err: str  # what it printed on stderr (off a terminal: a timestamped line per kernel)
     args: tuple  # `integrate` arguments that built it, -o OUT included: run again, everything is cached
 
 
@@ -24,4 +25,4 @@ def k3_build(tmp_path_factory) -> K3Build:
     args = ("compile", SPEC_FILE, "--arch", "sm_90", "--arch", "sm_100", "-o", out)
     result = integrate(*args, "--json")
     assert result.code == 0, result.err
-    return K3Build(out, json.loads(result.out), args)
+    return K3Build(out, json.loads(result.out), result.err, args)

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import torch
-from cli_runner import assert_bad_input, integrate
+from cli_runner import PROGRESS, assert_bad_input, integrate
 from dayone.compile_stage import KERNEL_PACKAGES
 
 
@@ -26,6 +26,14 @@ def test_k3_builds_every_kernel_for_both_archs(k3_build):
         assert (row["spill_bytes"] > 0) == row["kernel"].startswith("kda.chunk_"), row
         assert row["shared_bytes"] <= 227 * 1024
     assert json.loads((out / "resources.json").read_text()) == report
+
+
+def test_off_a_terminal_each_kernel_is_a_timestamped_line_on_stderr(k3_build):
+    """The build takes minutes and rich draws no bar off a terminal: a line as each kernel starts, in table order,
+    on stderr (stdout holds only the --json document)."""
+    said = [line.split(" ", 2)[2] for line in k3_build.err.splitlines() if PROGRESS.match(line)]
+    kernels = list(dict.fromkeys(row["kernel"] for row in k3_build.report["kernels"]))
+    assert said == [f"compile: kernel {i} of {len(kernels)}: {kernel}" for i, kernel in enumerate(kernels, 1)]
 
 
 def gate_kernels(kernels: set[str]) -> dict[str, set[str]]:

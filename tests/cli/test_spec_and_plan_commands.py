@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 from cli_runner import assert_bad_input, integrate
 
@@ -114,32 +113,6 @@ def test_the_runs_plan_stage_fails_when_the_model_does_not_fit(tmp_path):
     assert default.code == 0, default.err
     stages = {s["stage"]: s for s in json.loads(default.out)["stages"]}
     assert stages["plan"]["status"] == "pass" and stages["plan"]["summary"].startswith("13 x h200")
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("spec", "show", "nosuch"),
-        ("spec", "derive", "/nonexistent/config.json", "-o", "x.yaml"),
-        ("inspect", "/nonexistent"),
-        ("plan", "nosuch"),
-        ("plan", "kimi-k3", "--gpu", "tpu"),
-        ("generate", "nosuch", "-o", "gen"),
-        ("conform", "/nonexistent", "/nonexistent"),
-        ("validate", "/nonexistent"),
-        ("compile", "nosuch", "--arch", "sm_90", "-o", "k"),
-        ("publish", "/nonexistent", "--repo", "o/n", "--tag", "v1", "--dry-run"),
-        ("package", "/nonexistent", "-o", "dist"),
-        ("dashboard", "/nonexistent", "-o", "site"),
-        ("run", "/nonexistent", "-o", "out"),
-    ],
-)
-def test_json_on_bad_input_prints_one_error_document(args, tmp_path):
-    result = integrate(*args, "--json", cwd=tmp_path)
-    assert result.code == 2
-    doc = json.loads(result.out)  # exactly one document: json.loads refuses trailing text
-    assert doc["ok"] is False and doc["exit_code"] == 2 and doc["error"]
-    assert "Traceback" not in result.err
 
 
 def test_plan_on_an_8_gpu_node_allows_the_published_speed():

@@ -3,7 +3,7 @@ not applied) and can neither recolour the terminal, ring it, nor start a forged 
 
 from __future__ import annotations
 
-from cli_runner import integrate
+from cli_runner import PROGRESS, integrate
 from dayone.present import plain, shown
 
 HOSTILE = "x[bold]y[/]\x1b[31mred\x07\nok: covered"
@@ -29,3 +29,29 @@ def test_a_hostile_folder_name_is_printed_escaped(tmp_path):
         assert "\x1b" not in out and "\x07" not in out
         assert "x[bold]y[_]\\x1b[31mred\\x07\\nok: covered" in out  # one line, brackets as written
         assert not any(line.startswith("ok: covered") for line in out.splitlines())
+
+
+def test_validate_prints_a_hostile_checkpoint_name_escaped(tmp_path):
+    """validate's report names the checkpoint as given, in a bold header: markup in the name is printed as written."""
+    folder = tmp_path / HOSTILE.replace("/", "_")
+    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", folder)
+    assert made.code == 0, made.err
+    validated = integrate("validate", folder, "--tokens", "1,2,3,4", "--no-reload-check", env={"OMP_NUM_THREADS": "1"})
+    assert validated.code == 0, validated.err
+    assert "\x1b" not in validated.out and "\x07" not in validated.out
+    header = validated.out.splitlines()[0]
+    assert "x[bold]y[_]\\x1b[31mred\\x07\\nok: covered: fast tier vs naive" in header, header
+
+
+def test_convert_names_the_side_files_it_copied_as_written(tmp_path):
+    """A checkpoint's side files (tokenizer, chat template) keep their names: markup in one is printed as written."""
+    source = tmp_path / "ck"
+    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", source)
+    assert made.code == 0, made.err
+    (source / "tokenizer[bold].json").write_text("{}")
+    converted = integrate("convert", "mxfp4-to-bf16", source, "-o", tmp_path / "bf16")
+    assert converted.code == 0, converted.err
+    assert "tokenizer[bold].json" in converted.out, converted.out
+    # off a terminal (as here) a timestamped line on stderr as each file starts: a release's files are GBs each
+    said = [line.split(" ", 2)[2] for line in converted.err.splitlines() if PROGRESS.match(line)]
+    assert said == ["convert: file 1 of 1: model-00001-of-00001.safetensors"]

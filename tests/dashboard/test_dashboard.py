@@ -345,3 +345,24 @@ def test_small_multiples_draw_the_noise_floor_and_put_exact_zeros_on_their_own_l
     drawn = floor_svg(layers)
     assert drawn.count('class="noise-floor"') == 1 and drawn.count('<circle class="point') == 3
     assert floor_svg([{"layer": 0, "candidate_rel_rms": 0.1}]) is None  # no floor measured: no chart
+
+
+def test_a_report_names_this_machines_folders_instead_of_spelling_them_out(tmp_path):
+    """A failure's traceback quotes the Python environment's and dayone's own files; a report travels (dashboard,
+    release assets), so those folders are named, in the report written and in the site built from it."""
+    from pathlib import Path
+
+    import dayone
+    from dayone.dashboard.reports import Report, write_report
+
+    venv, tree = Path(sys.prefix).resolve(), Path(dayone.__file__).resolve().parents[1]
+    quoted = f'File "{venv}/lib/site.py", line 1; File "{tree}/adapters/model/layer.py", line 2'
+    doc = report("generate", LINEAR, "fail", 0, target="miles", check={"problems": {"megatron": [quoted]}})
+    written = tmp_path / "r.json"
+    write_report(written, Report.model_validate(doc))
+    text = written.read_text()
+    assert str(venv) not in text and str(tree) not in text
+    problem = json.loads(text)["details"]["check"]["problems"]["megatron"][0]
+    assert problem == 'File "<venv>/lib/site.py", line 1; File "<dayone>/adapters/model/layer.py", line 2'
+    assert integrate("dashboard", written, "-o", tmp_path / "site").code == 0
+    assert not any(str(tree) in page.read_text() for page in (tmp_path / "site").glob("*.html"))

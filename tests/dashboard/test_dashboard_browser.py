@@ -6,6 +6,7 @@ A missing browser fails these tests: CI installs it, and a skipped browser test 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -202,3 +203,66 @@ def test_site_works_offline_from_file_urls(page, site):
     # The stylesheet loaded from disk: a pass badge is coloured, not default black text.
     colour = page.locator(".state.pass").first.evaluate("e => getComputedStyle(e).backgroundColor")
     assert colour not in ("rgba(0, 0, 0, 0)", "transparent")
+
+
+def test_the_model_page_says_where_each_check_ran_and_draws_the_noise_floor(page, tmp_path):
+    """A real `integrate validate --report` of a 4-layer stand-in for kimi-k3, its spec report, and generate --check's
+    Megatron model check (miles, megatron-bridge) at a tiny scale of the stand-in: the page says, as visible text,
+    which widths each ran at (the stand-in's against kimi-k3's, field by field), how validate ran, the Megatron
+    log-prob figures; the layer-output chart draws the noise floor."""
+    from dayone.spec.registry import load_spec, spec_to_dict
+    from dayone.synth.scale import scaled_spec
+    from sample_reports import report
+
+    checkpoint = tmp_path / "ck"
+    made = integrate("synth", K3, "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", checkpoint)
+    assert made.code == 0, made.err
+    validated = integrate("validate", checkpoint, "--tokens", "1,2,3,4,5,6", "--no-reload-check", "--report",
+                          tmp_path / "validate.json", env={"OMP_NUM_THREADS": "1"})  # fmt: skip
+    assert validated.code == 0, validated.err
+    spec = json.loads((tmp_path / "validate.json").read_text())["spec"]
+    stand_in, k3 = scaled_spec(load_spec(K3), "tiny", 4).model_copy(update={"name": spec}), load_spec(K3)
+    spec_report = {
+        **report("spec", spec, "pass", 0),
+        "details": {"spec": spec_to_dict(stand_in), "stands_in_for": spec_to_dict(k3)},
+    }
+    model = {
+        "spec": f"{spec}-tiny", "status": "pass", "layers": 4, "world_size": 4, "tp": 2, "ep": 2,
+        "round_trip_tensors": 418, "logprob_abs_diff_mean": 1.854e-07, "logprob_abs_diff_max": 9.537e-07,
+        "megatron_train_rollout_logprob_abs_diff": 5.364e-07, "megatron_train_rollout_logprob_abs_diff_max": 1.43e-06,
+        "megatron_train_rollout_kl": 2.84e-13, "megatron_bridge_import": "not run: needs transformer_engine",
+    }  # fmt: skip
+    generate = [
+        report("generate", spec, "pass", 0, target=target, check={"problems": {}, "megatron": {"model": model}})
+        for target in ("miles", "megatron-bridge")
+    ]
+    (tmp_path / "r.json").write_text(json.dumps([spec_report, *generate]))
+    built = integrate("dashboard", tmp_path / "r.json", tmp_path / "validate.json", "-o", tmp_path / "site")
+    assert built.code == 0, built.err
+    page.goto((tmp_path / "site" / page_name("model", spec)).as_uri())
+
+    scale = page.locator("section#scale").inner_text()
+    assert f"The checkpoint checked is {spec}, a stand-in for {K3}" in scale
+    assert "compile and plan at kimi-k3's" in scale
+    assert f"num_layers\t4\t{k3.num_layers}" in scale  # a row of the widths table, as the reader sees it
+    assert (
+        f"generate --check's Megatron model check (miles, megatron-bridge) ran at {spec}-tiny: 4 layers, TP 2 x EP 2"
+        in scale
+    )
+
+    ran_at = page.locator("p.ran-at").inner_text()
+    assert "fast tier vs naive" in ran_at and "1 x 6 tokens" in ran_at and "on cpu" in ran_at
+    floor = page.locator("figure.chart.floor polyline.noise-floor")
+    assert floor.count() == 1
+    box = floor.bounding_box()
+    assert box and box["width"] > 50  # drawn across the layers, not only present in the markup
+    captures = page.locator("figure.chart[data-capture]").evaluate_all("f => f.map(e => e.dataset.capture)")
+    assert {"embed", "logits", "attn_out"} <= set(captures) and len(captures) == len(set(captures))
+
+    rows = page.locator("table.training tbody tr")
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.target)") == ["megatron-bridge", "miles"]
+    miles = page.locator('table.training tr[data-target="miles"]').inner_text()
+    for text in (f"{spec}-tiny: 4 layers, TP 2 x EP 2; 418 tensors round-tripped", "1.854e-07 / 9.537e-07",
+                 "5.364e-07 / 1.43e-06", "2.84e-13", "not run: needs transformer_engine", "pass"):  # fmt: skip
+        assert text in miles, (text, miles)
+    page.screenshot(path=str(tmp_path / "model.png"), full_page=True)

@@ -10,6 +10,7 @@ mknod, else it uses a FIFO, which the same check refuses)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -66,6 +67,9 @@ class _Ran:
     exception: BaseException | None
 
 
+PROGRESS = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ ")
+
+
 def _invoke(args: list[str], out: Path):
     args = [a.replace("{out}", str(out)) for a in args]
     if args[0] == "compile":  # a process of its own: this session interprets Triton, which compile refuses
@@ -73,7 +77,9 @@ def _invoke(args: list[str], out: Path):
         result = _Ran(proc.code, proc.out + proc.err, proc.err, SystemExit(proc.code))
     else:
         result = CliRunner().invoke(cli, args)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    # Off a terminal a long command says each step as it starts (a timestamped line: dayone.present.progress_line);
+    # what went wrong is the one line after them.
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not PROGRESS.match(line)]
     return result, lines
 
 

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from cli_runner import assert_bad_input, integrate
+from cli_runner import PROGRESS, assert_bad_input, integrate
 from conftest import REVISION
 from dayone.checks.releases import RELEASES, TARGET_RELEASES
 from dayone.dashboard.reports import load_reports
@@ -120,6 +120,14 @@ def test_building_twice_gives_the_same_bytes(packaged, outdir, tmp_path):
     result = integrate("package", outdir, "-o", again, "--revision", REVISION)
     assert result.code == 0, result.err
     assert (again / SUMS).read_bytes() == (dist / SUMS).read_bytes()  # SHA256SUMS lists every file's digest
+    # the human output names each package's framework extra as pip spells it (brackets kept, nothing added)
+    for package in packaged[1]["packages"]:
+        assert f"(framework: extra [{package['framework']['extra']}])" in result.out, result.out
+    # off a terminal (as here) a timestamped line on stderr as each package's build starts
+    said = [line.split(" ", 2)[2] for line in result.err.splitlines() if PROGRESS.match(line)]
+    assert said == [
+        f"package: {p['dist_name']}: building the sdist, then the wheel from it" for p in packaged[1]["packages"]
+    ]
 
 
 def test_public_version_and_rebuild_replaces_dist(outdir, tmp_path):

@@ -29,18 +29,18 @@ def tiny(tmp_path_factory) -> Path:
     return path
 
 
-def context(checkpoint: Path, out: Path, name: str | None = None) -> S.RunContext:
+def context(checkpoint: Path, out: Path, name: str | None = None, targets=("sglang",)) -> S.RunContext:
     ckpt = open_checkpoint(str(checkpoint), read_headers=False)
     spec = spec_for_checkpoint(ckpt, None)
     if name is not None:
         spec = spec.model_copy(update={"name": name})
-    return S.RunContext(ckpt, spec, out, CREATED, ("sglang",), ("sm_90",))
+    return S.RunContext(ckpt, spec, out, CREATED, targets, ("sm_90",))
 
 
 def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path, monkeypatch):
     # No OUT/stages/spec/spec.yaml exists, and the spec carries a name config.json cannot give: the stage can only
     # pass, under that name, if it hands validate the RunContext's objects.
-    ctx = context(tiny, tmp_path / "out", name="renamed-stand-in")
+    ctx = context(tiny, tmp_path / "out", name="renamed-stand-in", targets=("sglang", "miles"))
     workdir = tmp_path / "work"
     workdir.mkdir()
     called = forbid_reparsing(monkeypatch)  # and it may not open the checkpoint or make a spec again
@@ -52,6 +52,11 @@ def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path, 
     assert report["details"]["checkpoint"] == ctx.checkpoint_identity
     assert "seconds" not in report["details"]
     assert not (tmp_path / "out").exists()
+    # an engine's cell says why its own numerics were not run; a training target's has no validate report (its
+    # Megatron model's numerics are generate --check's), rather than an engine's reason that is not its own
+    engine = json.loads((workdir / "report-validate-sglang.json").read_text())
+    assert engine["status"] == "not run" and "engine's own numerics" in engine["details"]["reason"]
+    assert not list(workdir.glob("report-validate-miles*"))
 
 
 @pytest.mark.parametrize("stage", ["spec", "coverage", "plan", "validate"])
@@ -162,3 +167,68 @@ def test_the_commands_that_validate_choose_transformers_torch_path_at_their_entr
     monkeypatch.setenv("USE_HUB_KERNELS", "YES")  # the user's own choice stands
     assert CliRunner().invoke(main, args).exit_code == 0
     assert seen[-1][0] == "YES" and os.environ["USE_HUB_KERNELS"] == "YES"
+
+
+def test_conform_without_its_peers_says_which_is_missing_and_what_installs_it(tiny, tmp_path, monkeypatch):
+    """No peer environment: the stage is "not run" (never a pass), and its summary names each missing peer with a
+    command that exists in this repository, instead of "ws1 none, ws2 none"."""
+    monkeypatch.setenv("DAYONE_PEERS", str(tmp_path / "no-peers"))
+    ctx = context(tiny, tmp_path / "out", targets=("sglang", "vllm", "miles"))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    result = S.conform_stage(ctx).run(workdir)
+    assert result.status == "not run", result.summary
+    lines = result.summary.split("; ")
+    assert [line.split(":")[0] for line in lines] == ["sglang", "vllm"]  # the engines only: miles has no conform
+    root = Path(__file__).resolve().parents[2]
+    for engine, line in zip(("sglang", "vllm"), lines, strict=True):
+        assert f"the {engine} peer environment is not installed" in line and "none" not in line, line
+        script = line.split("`bash ")[1].split("`")[0]
+        assert (root / script).is_file() and engine in script, line  # a command the user can run as written
+        assert "world size" not in line  # the same reason at every world size is said once
+
+
+def test_the_summary_shows_the_time_of_a_stage_that_ran_whatever_its_status(capsys):
+    """A stage that ran and ended "not run" (conform without its peers) took time: the summary shows it; "-" is
+    for a stage that never started."""
+    from dayone.commands.run_cmd import _summary
+    from dayone.run.runner import StageResult
+
+    results = {
+        "conform": StageResult("not run", "sglang: not run: no peer", seconds=4.25),
+        "package": StageResult("not run", "needs validate, which did not pass"),
+        "spec": StageResult("pass", "ok", cached=True),
+    }
+    _summary(results, Path.cwd() / "out")
+    rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in capsys.readouterr().out.splitlines()
+            if line.count("│") >= 4}  # fmt: skip
+    assert rows == {"conform": "4.2 s", "package": "-", "spec": "cached"}
+
+
+def test_a_stage_that_ran_and_ended_not_run_keeps_its_own_reports(tiny, tmp_path, monkeypatch):
+    """conform without its peers ends "not run" after running: OUT/reports and the dashboard carry its per-engine
+    reports (the missing peer and what installs it), not a stand-in with the stage's one-line summary; a stage that
+    never started gets the stand-in even where an earlier run left its folder."""
+    from dayone.commands.run_cmd import _finish
+    from dayone.run.runner import StageResult
+
+    monkeypatch.setenv("DAYONE_PEERS", str(tmp_path / "no-peers"))
+    out = tmp_path / "out"
+    ctx = context(tiny, out, targets=("sglang",))
+    conform = out / "stages" / "conform"
+    conform.mkdir(parents=True)
+    ran = S.conform_stage(ctx).run(conform)
+    ran.seconds = 0.5
+    stale = out / "stages" / "validate"  # an earlier run's folder: this run's validate never started
+    stale.mkdir()
+    ctx.report(stale, "validate", "pass", {"note": "an earlier run"}, target="sglang")
+    results = {"conform": ran, "validate": StageResult("not run", "needs compile, which did not pass")}
+    _finish(out, CREATED, ctx, results, "h200", 1)
+    conform_report = json.loads((out / "reports" / "report-conform-sglang.json").read_text())
+    assert conform_report["status"] == "not run"
+    assert conform_report["details"]["levels"][0]["reason"].endswith(
+        "the sglang peer environment is not installed: `bash .ci/setup.d/11-sglang.sh` installs it "
+        "(`bash .ci/setup` installs every peer)"
+    )
+    validate_report = json.loads((out / "reports" / "report-validate-sglang.json").read_text())
+    assert validate_report["details"] == {"reason": "needs compile, which did not pass"}

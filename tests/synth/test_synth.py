@@ -12,6 +12,7 @@ from cli_runner import assert_bad_input, integrate
 from dayone.spec.derive import derive_spec
 from dayone.spec.registry import load_spec
 from dayone.synth import scaled_spec
+from safetensors_folder import read_folder
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 PREFIX = "language_model.model."
@@ -25,15 +26,6 @@ def k3_tiny(tmp_path_factory) -> Path:
     return out
 
 
-def _tensors(root: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    out: dict[str, torch.Tensor] = {}
-    for f in sorted(root.glob("*.safetensors")):
-        out.update(load_file(f))
-    return out
-
-
 def test_release_format(k3_tiny):
     files = sorted(p.name for p in k3_tiny.iterdir())
     assert files[0] == "config.json" and "model.safetensors.index.json" in files
@@ -44,7 +36,7 @@ def test_release_format(k3_tiny):
     config = json.loads((k3_tiny / "config.json").read_text())
     assert config["model_type"] == "kimi_k3" and config["text_config"]["num_hidden_layers"] == 93
     assert config["text_config"]["quantization_config"]["format"] == "mxfp4-pack-quantized"
-    tensors = _tensors(k3_tiny)
+    tensors = read_folder(k3_tiny)
     a_log = tensors[PREFIX + "layers.0.self_attn.A_log"]
     assert a_log.dtype == torch.float32 and a_log.shape == (128,)
     assert bool((a_log[2:] == 0).all()) and bool((a_log[:2] != 0).all())  # 2 heads used, zero padding
@@ -101,7 +93,7 @@ def _check_scales(k3_tiny) -> None:
     ckpt = open_checkpoint(str(k3_tiny))
     spec = spec_for_checkpoint(ckpt, None)
     model = SpecModel(spec, "reference")
-    WeightLoader(spec, _tensors(k3_tiny).__getitem__).load(model)
+    WeightLoader(spec, read_folder(k3_tiny).__getitem__).load(model)
     ids = torch.randint(0, 252, (1, 24), generator=torch.Generator().manual_seed(0))
     cap = Capture("layers.*.attn_out", "layers.*.mlp_out", "layers.*.attn_res", "logits")
     model(ids, capture=cap)
@@ -124,7 +116,7 @@ def test_kimi_linear_scale(tmp_path):
     assert result.code == 0, result.err
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == "kimi_linear" and config["hidden_size"] == 256
-    tensors = _tensors(out)
+    tensors = read_folder(out)
     assert tensors["model.layers.0.self_attn.A_log"].shape == (1, 1, 4, 1)
     assert tensors["model.layers.1.block_sparse_moe.experts.0.w1.weight"].dtype == torch.bfloat16
     assert integrate("inspect", out, env=ONE_THREAD).code == 0

@@ -23,13 +23,13 @@ def test_two_ranks_equal_one(k3_13, tokens_file, tmp_path):
     """13 layers: rank 0 holds 0-5 (embedding, the layer-0 snapshot), rank 1 holds 6-12 (the layer-12 snapshot, the
     head), so the hand-over carries a one-entry bank. Both runs use one thread per process, as torchrun's do."""
     args = ["validate", str(k3_13), "--tokens", str(tokens_file), "--reference", "naive"]
-    single = integrate(*args, "--json", tmp_path / "single.json", env=ONE_THREAD)
+    single = integrate(*args, "--report", tmp_path / "single.json", env=ONE_THREAD)
     assert single.code == 0, single.err
     env = {**os.environ, **ONE_THREAD}
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-         "-m", "dayone", *args, "--json", str(tmp_path / "two.json")],
+         "-m", "dayone", *args, "--report", str(tmp_path / "two.json")],
         capture_output=True, text=True, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -82,7 +82,7 @@ def test_unsupported_feature_switches_to_naive(variants, name, capsys):
     assert resolve_reference("auto", source).kind == "naive"
     expected = f"transformers' kimi_linear {UNSUPPORTED[name][1]}: judged against the naive reference"
     assert source.reference_note == expected
-    assert capsys.readouterr().out.strip() == expected  # one line, not wrapped
+    assert capsys.readouterr().err.strip() == expected  # one line on stderr, not wrapped
 
 
 @pytest.mark.parametrize("name", UNSUPPORTED)
@@ -98,15 +98,15 @@ def test_cli_says_why_and_refuses(variants, tmp_path):
     root, phrase = variants["softmax-router"], UNSUPPORTED["softmax-router"][1]
     report = tmp_path / "report.json"
     refused = integrate(
-        "validate", root, "--tokens", "1,2,3,4", "--json", report, "--reference", "transformers", env=ONE_THREAD
+        "validate", root, "--tokens", "1,2,3,4", "--report", report, "--reference", "transformers", env=ONE_THREAD
     )
     assert_bad_input(refused, phrase, "use --reference naive")
     assert not report.exists()
 
-    result = integrate("validate", root, "--tokens", "1,2,3,4", "--json", report, env=ONE_THREAD)
+    result = integrate("validate", root, "--tokens", "1,2,3,4", "--report", report, env=ONE_THREAD)
     assert result.code == 0, result.err
     line = f"transformers' kimi_linear {phrase}: judged against the naive reference"
-    assert line in result.out.splitlines()
+    assert line in result.err.splitlines()  # a warning: stderr, like every warning
     details = json.loads(report.read_text())["details"]
     assert details["reference"] == "naive" and details["reference_reason"] == line
 

@@ -42,19 +42,19 @@ def renamed(tmp_path_factory) -> Path:
 
 def test_auto_falls_back_to_naive_with_the_reason(renamed, tmp_path):
     report = tmp_path / "report.json"
-    result = integrate("validate", renamed, "--tokens", "1,2,3,4", "--json", report, env=ONE_THREAD)
+    result = integrate("validate", renamed, "--tokens", "1,2,3,4", "--report", report, env=ONE_THREAD)
     assert result.code == 0, result.err
     details = json.loads(report.read_text())["details"]
     assert details["reference"] == "naive"
     reason = details["reference_reason"]
     assert reason.startswith(UNREAD) and reason.endswith(": judged against the naive reference"), reason
-    assert reason in result.out.splitlines()  # and one line on the console
+    assert reason in result.err.splitlines()  # and one line on stderr
 
 
 def test_explicit_transformers_is_refused_in_one_line(renamed, tmp_path):
     report = tmp_path / "report.json"
     refused = integrate(
-        "validate", renamed, "--tokens", "1,2,3,4", "--json", report, "--reference", "transformers", env=ONE_THREAD
+        "validate", renamed, "--tokens", "1,2,3,4", "--report", report, "--reference", "transformers", env=ONE_THREAD
     )
     assert_bad_input(refused, UNREAD, "use --reference naive")
     assert not report.exists()

@@ -20,7 +20,7 @@ def test_tiny_k3_validates_green_end_to_end(k3_tiny, tmp_path):
     """All 93 layers (8 snapshots), the fast tier against the reference tier, through the CLI, with the reload check;
     the JSON report is a dashboard validate report."""
     out = tmp_path / "report.json"
-    result = integrate("validate", k3_tiny, "--tokens", "3,14,15,92,65,35,89,79,32,38,46,26,43,38", "--json", out,
+    result = integrate("validate", k3_tiny, "--tokens", "3,14,15,92,65,35,89,79,32,38,46,26,43,38", "--report", out,
                        env=ONE_THREAD)  # fmt: skip
     assert result.code == 0, result.out + result.err
     assert "pass" in result.out

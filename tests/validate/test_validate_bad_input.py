@@ -32,7 +32,7 @@ def _edit(root: Path, name: str, edit) -> None:
 
 def _validate(root: Path, tmp_path: Path, *args: str):
     report = tmp_path / "report.json"
-    result = integrate("validate", root, "--tokens", "1,2,3,4", "--json", report, *args, env=ONE_THREAD)
+    result = integrate("validate", root, "--tokens", "1,2,3,4", "--report", report, *args, env=ONE_THREAD)
     assert not report.exists()
     return result
 

@@ -10,7 +10,8 @@ upload is a dry run of PyPI's checks.
 
 What differs from a hosted runner, on purpose: there is no network. pip resolves against the test environment
 only (PIP_NO_INDEX; each job's venv sees the test venv's packages through a .pth file, not its dayone) and builds
-without isolation; the GitHub API is the local fake (GITHUB_API_URL); the HF Hub is a prepared offline cache.
+without isolation; the GitHub API is the local fake (GITHUB_API_URL); the HF Hub is a prepared offline cache;
+compiled kernels come from the test session's kernel cache (as from a restored cache).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ what it touches.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from urllib.parse import unquote
 import pytest
 from cli_runner import integrate
 from dayone.checks.releases import cache_dir
+from dayone.run.stages import KERNEL_CACHE_ENV
 from gha_runner import FAILURE, SKIPPED, SUCCESS, Event, Runner
 from readme_demo import REPO, checkout_tree
 
@@ -63,11 +65,14 @@ def make_origin(dest: Path, plant=None, source: Path = REPO) -> Path:
 
 def run_workflow(root: Path, origin: Path, event: Event, github: FakeGitHub, **extra) -> tuple[Runner, dict]:
     """The framework releases the static checks read come from this machine's dayone cache (filled by the README
-    run, with the network a hosted runner has), the GitHub API is the fake."""
+    run, with the network a hosted runner has), the GitHub API is the fake. Compiled kernels come from the test
+    session's kernel cache (tests/conftest.py), as they would from a runner's restored cache: a cubin is keyed by all
+    that decides it, so a cached one is the one the run would build (minutes of ptxas a run)."""
     runner = Runner(
         root=root, origin=origin, repository=f"{OWNER}/{NAME}", event=event,
         secrets={"GITHUB_TOKEN": TOKEN}, environment_secrets={"huggingface": {"HF_TOKEN": HF_TOKEN}},
-        env={"GITHUB_API_URL": github.url, "DAYONE_CACHE": str(cache_dir().parent), **extra.pop("env", {})}, **extra,
+        env={"GITHUB_API_URL": github.url, "DAYONE_CACHE": str(cache_dir().parent),
+             KERNEL_CACHE_ENV: os.environ[KERNEL_CACHE_ENV], **extra.pop("env", {})}, **extra,
     )  # fmt: skip
     return runner, runner.run(origin / WORKFLOW)
 
