@@ -20,7 +20,7 @@ def integrate(*args: str, env: dict | None = None, cwd=None, timeout: float = 60
     full_env = {**os.environ, **(env or {})}
     full_env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone", *map(str, args)],
+        [sys.executable, "-P", "-m", "dayone", *map(str, args)],
         check=False,
         capture_output=True,
         text=True,

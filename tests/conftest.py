@@ -4,6 +4,13 @@ from pathlib import Path
 
 import pytest
 
+# `python -m pytest` from the checkout puts the checkout on sys.path (xdist's workers too: `python -c`), where its
+# top-level folders are dayone's subpackages by their bare names: `kernels` would hide Hugging Face's `kernels`, which
+# transformers >= 5.25 imports. dayone itself is installed (editable), so the checkout is taken off sys.path here,
+# before anything imports transformers; the tests' own `python -m dayone...` children pass -P for the same reason.
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != CHECKOUT]
+
 # Triton decides when it decorates a kernel whether the kernel is interpreted, and test modules of any folder import
 # kernel modules while being collected (through adapters.rl, validate, ...): the interpreter flag of the session's
 # test device (DAYONE_TEST_DEVICE, tests/kernels/conftest.py) is settled here, before any collection, and only here,

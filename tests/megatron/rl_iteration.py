@@ -111,7 +111,7 @@ def run_iteration(root: Path) -> Iteration:
         seconds["engine_start_and_rollout"] = round(time.monotonic() - start, 1)
         start = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "dayone.programs.megatron.miles_trainer", SPEC, "--package", str(package),
+            [sys.executable, "-P", "-m", "dayone.programs.megatron.miles_trainer", SPEC, "--package", str(package),
              "--miles", str(tree), "--checkpoint", str(checkpoint), "--rollout", str(engine_out / "rollout.json"),
              "--out", str(trainer_out)],
             capture_output=True, text=True, timeout=900, check=False,

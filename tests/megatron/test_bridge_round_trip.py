@@ -22,7 +22,7 @@ def test_round_trip_is_bitwise(parallel, tmp_path):
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.programs.megatron.bridge_round_trip", "kimi-k3", str(tmp_path / "out"), *parallel],
+        [sys.executable, "-P", "-m", "dayone.programs.megatron.bridge_round_trip", "kimi-k3", str(tmp_path / "out"), *parallel],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

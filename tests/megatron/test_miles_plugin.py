@@ -25,7 +25,7 @@ def run_worker(tmp_path, *args: str) -> dict:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.programs.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
+        [sys.executable, "-P", "-m", "dayone.programs.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)

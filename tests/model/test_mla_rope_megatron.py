@@ -36,7 +36,7 @@ def test_megatron_rotary_mla_matches_the_reference_tier(tmp_path):
     path = tmp_path / "kimi-k3-rope.yaml"
     path.write_text(spec_to_yaml(rope_k3({"theta": 50000.0, "scaling": YARN})))
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-m", "dayone.programs.megatron.verify", str(path)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-P", "-m", "dayone.programs.megatron.verify", str(path)], capture_output=True,
                           text=True, env=env, timeout=600, check=False)  # fmt: skip
     start = proc.stdout.find("{")
     report = json.loads(proc.stdout[start:]) if start >= 0 else {}

@@ -52,8 +52,10 @@ def _run(spec: ModelSpec, module: str = "dayone.programs.megatron.verify", timeo
         env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
         args = [str(spec_file), *([str(Path(folder) / "work")] if out_dir else [])]
         # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
+        # -P: the working directory stays off sys.path. Run from a checkout, its top-level folders are dayone's
+        # subpackages and `kernels` would hide Hugging Face's `kernels`, which transformers >= 5.25 imports.
         proc = child.run(
-            [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout
+            [sys.executable, "-P", "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout
         )
     start = proc.stdout.find("{")
     if start < 0:
