@@ -96,6 +96,9 @@ class Parallel(NamedTuple):
     tp_size: int = 1
     ep_rank: int = 0
     ep_size: int = 1
+    # Routed experts held whole by their expert-parallel rank, not split by tensor parallelism (expert tensor parallel
+    # size 1: vLLM's --enable-expert-parallel); otherwise they are split over the tensor-parallel ranks as well.
+    experts_whole: bool = False
 
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16, "uint8": torch.uint8}
@@ -147,6 +150,23 @@ def owner(table, expert: int, par: Parallel) -> tuple[int, int]:
     """(expert-parallel rank, local index) of a routed expert."""
     per_rank = experts_per_rank(table, par)
     return expert // per_rank, expert % per_rank
+
+
+def for_param(param: Param, par: Parallel) -> Parallel:
+    """The parallel layout one parameter sees: a routed expert held whole has no tensor-parallel split."""
+    return par._replace(tp_rank=0, tp_size=1) if par.experts_whole and param.experts else par
+
+
+def experts_split_problem(table, tp_size: int) -> str | None:
+    """Why the routed experts do not split over `tp_size` tensor-parallel ranks (None: they do), e.g. an MXFP4 scale
+    row of one 32-element group, which no rank can hold half of."""
+    for param in table.PARAMS:
+        if param.experts:
+            try:
+                local_shape(table, param, Parallel(tp_size=tp_size))
+            except ValueError as err:
+                return str(err)
+    return None
 
 
 def split(size: int, tp_size: int, what: str) -> int:
@@ -284,13 +304,14 @@ def to_target(
     for row in rows(table):
         if not holds(table, row, par):
             continue
-        value = shard(row, read_source(row, get, dtype), par)
-        name = local_name(table, row, par)
+        at = for_param(row.param, par)
+        value = shard(row, read_source(row, get, dtype), at)
+        name = local_name(table, row, at)
         if name not in out:
             param_dtype = value.dtype if value.dtype == torch.uint8 else (dtype or value.dtype)
             new = torch.zeros if row.param.align > 1 else torch.empty  # alignment padding stays zero
-            out[name] = new(local_shape(table, row.param, par), dtype=param_dtype)
-        index = region(table, row, par)
+            out[name] = new(local_shape(table, row.param, at), dtype=param_dtype)
+        index = region(table, row, at)
         out[name][index] = value.reshape(out[name][index].shape)
         if on_write is not None:
             on_write(name, index, row)

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
+from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
 from dayone.checkpoint.reader import open_local
 from dayone.checks.releases import RELEASES
 from dayone.conform import judge, peers
@@ -30,6 +30,10 @@ from dayone.spec.schema import ModelSpec
 PROBE_TIMEOUT_S = 900
 FORWARD_DTYPES = ("float32", "bfloat16")
 NO_LAYOUT = "the checkpoint's weights have no layout at world size"
+# Engines whose probes can spread the routed experts by expert parallelism (each rank holds whole experts), taken at
+# a world size over which the experts do not split by tensor parallelism: vLLM's --enable-expert-parallel, SGLang's
+# --ep-size.
+EXPERT_PARALLEL = {"vllm", "sglang"}
 PROBED = LEVELS[: LEVELS.index("loaded") + 1]  # what one probe process reaches: discovered ... loaded
 
 
@@ -79,15 +83,18 @@ def conform_target(
             for run in failed.runs:
                 run.levels["discovered"] = _level("fail", reason)
             return failed
-        table = references = None
+        references = None
+        table = build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
         for world in world_sizes:
             out = (keep or scratch) / f"{target}-ws{world}"
-            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}")
-            run = _probe(python, target, site, checkpoint, world, out)
+            unsplit = walk.experts_split_problem(table, world) if world > 1 else None
+            parallel = ["--expert-parallel"] if unsplit and target in EXPERT_PARALLEL else []
+            how = f" with the experts spread by expert parallelism ({unsplit})" if parallel else ""
+            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{how}")
+            run = _probe(python, target, site, checkpoint, world, out, parallel)
             # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
             if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
-                table = table or build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
-                run.levels["loaded"] = _judge(table, checkpoint, world, out, run)
+                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, bool(parallel))
             for level in PROBED:
                 _said(target, world, level, run.levels[level])
             if run.levels["built"].status == "pass" and peers.forward_script(target) is not None:
@@ -102,7 +109,9 @@ def conform_target(
                     dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
                     references = references or References(open_local(Path(checkpoint)), spec)
                     step(f"conform: {target} world size {world}: forward in {', '.join(dtypes)}")
-                    run.levels["forward"] = _forward(python, target, site, checkpoint, references, world, out, dtypes)
+                    run.levels["forward"] = _forward(
+                        python, target, site, checkpoint, references, world, out, dtypes, parallel
+                    )
             _said(target, world, "forward", run.levels["forward"])
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
@@ -133,10 +142,10 @@ def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetR
     return report
 
 
-def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, out: Path) -> Run:
+def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, out: Path, extra: list[str]) -> Run:
     out.mkdir(parents=True, exist_ok=True)
     cmd = [str(python), str(peers.probe_script(target)), "--package-site", str(site), "--checkpoint",
-           str(checkpoint), "--world-size", str(world), "--out", str(out)]  # fmt: skip
+           str(checkpoint), "--world-size", str(world), "--out", str(out), *extra]  # fmt: skip
     start = time.monotonic()
     try:
         proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -155,7 +164,7 @@ def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, 
 
 
 def _forward(python: Path, target: str, site: Path, checkpoint: Path, references: References, world: int, out: Path,
-             dtypes: tuple[str, ...]) -> Level:  # fmt: skip
+             dtypes: tuple[str, ...], extra: list[str]) -> Level:  # fmt: skip
     """The engine's own generation (its forward probe, a fresh process per dtype) judged against the reference tier
     (fp32: the fp32 rows; bf16: against the noise floor)."""
     prompts = out / "prompts.json"
@@ -165,7 +174,7 @@ def _forward(python: Path, target: str, site: Path, checkpoint: Path, references
         where = out / f"forward-{dtype}"
         cmd = [str(python), str(peers.forward_script(target)), "--package-site", str(site), "--checkpoint",
                str(checkpoint), "--world-size", str(world), "--dtype", dtype, "--prompts", str(prompts),
-               "--out", str(where)]  # fmt: skip
+               "--out", str(where), *extra]  # fmt: skip
         try:
             proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -194,12 +203,12 @@ def _probe_failed(target: str, world: int, reason: str) -> Run:
     return run
 
 
-def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run) -> Level:
+def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run, expert_parallel: bool) -> Level:
     tensors = _Tensors(open_local(Path(checkpoint)))
     problems: list[str] = []
     for rank in range(world):
         try:
-            problems += judge.judge_rank(table, tensors, rank, world, dump)
+            problems += judge.judge_rank(table, tensors, rank, world, dump, expert_parallel)
         except ValueError as err:  # the map cannot shard a tensor over this world size (walk.split)
             return _level("not run", f"{NO_LAYOUT} {world}: {err}")
         except RuntimeError as err:  # a checkpoint tensor that does not fit its parameter as the spec sizes it
@@ -207,9 +216,10 @@ def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run) -> Level:
     if problems:
         run.problems = problems[: judge.LIMIT]
         return _level("fail", judge.first(problems))
+    spread = ", experts spread by expert parallelism" if expert_parallel else ""
     return _level(
         "pass",
-        f"every parameter of {world} rank(s) bitwise equal to the reference reading, each weight loader called once "
+        f"every parameter of {world} rank(s){spread} bitwise equal to the reference reading, each weight loader called once "
         f"per tensor, every checkpoint tensor consumed, derived tensors right after a weight update",
     )
 

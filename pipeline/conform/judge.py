@@ -26,9 +26,14 @@ from safetensors.torch import load_file
 LIMIT = 8
 
 
-def judge_rank(table, tensors, rank: int, world: int, dump: Path) -> list[str]:
-    """Problems of rank `rank`'s dump (empty: loaded right). tensors: checkpoint name -> tensor (lazy get)."""
-    par = walk.Parallel(tp_rank=rank, tp_size=world)
+def judge_rank(table, tensors, rank: int, world: int, dump: Path, expert_parallel: bool = False) -> list[str]:
+    """Problems of rank `rank`'s dump (empty: loaded right). tensors: checkpoint name -> tensor (lazy get).
+    expert_parallel: the engine spread the routed experts over the ranks, each held whole (vLLM's EP: the expert-
+    parallel rank is the tensor-parallel one), instead of splitting every expert over them."""
+    if expert_parallel:
+        par = walk.Parallel(tp_rank=rank, tp_size=world, ep_rank=rank, ep_size=world, experts_whole=True)
+    else:
+        par = walk.Parallel(tp_rank=rank, tp_size=world)
     expected = _text_model(table, walk.to_target(table, tensors.__getitem__, par))
     got = load_file(str(dump / f"rank{rank}.safetensors"))
     problems = _values(expected, got, rank)
@@ -90,7 +95,9 @@ ZERO_EXPERT_BIASES = ("w13_weight_bias", "w2_weight_bias")
 def _writes(table, par: walk.Parallel, record: dict, rank: int) -> list[str]:
     want: Counter = Counter()
     for row in walk.rows(table):
-        if row.rule.transform == "passthrough" or not walk.holds(table, row, par):
+        # FusedMoE's weight_loader is called for every expert and ignores those another rank holds
+        stacked = row.param.experts == "stacked"
+        if row.rule.transform == "passthrough" or not (stacked or walk.holds(table, row, par)):
             continue
         replicated_part = row.rule.part is not None and row.param.tp != "column" and row.param.experts != "stacked"
         name = walk.local_name(table, row, par)

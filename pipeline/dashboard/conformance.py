@@ -44,6 +44,18 @@ class RunRow:
     highest_figures: dict[str, Any] = field(default_factory=dict)
     not_passed: list[LevelCell] = field(default_factory=list)
 
+    @property
+    def figure_groups(self) -> dict[str, dict[str, Any]]:
+        """The highest level's figures by the prefix before their first dot (forward's dtype: "float32.x" ->
+        "float32": {"x": ...}), one line each on the page; figures without a prefix under ""."""
+        groups: dict[str, dict[str, Any]] = {}
+        for name, value in self.highest_figures.items():
+            group, dot, short = name.partition(".")
+            if not dot:
+                group, short = "", name
+            groups.setdefault(group, {})[short] = value
+        return groups
+
 
 @dataclass
 class ConformMatrix:

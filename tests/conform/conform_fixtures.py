@@ -39,10 +39,19 @@ NEW_MODEL_TYPE = {
 LAYERS = 4
 
 
+# The spec whose experts stay at synth's tiny width (32: one MXFP4 scale group per expert row, as in the README's
+# demo): at world size 2 they do not split by tensor parallelism and the engines spread them by expert parallelism.
+# The other shipped spec's experts are widened so that world size 2 splits every expert over both ranks: each engine
+# runs both ways.
+EXPERT_PARALLEL_AT_WS2 = "kimi-k3"
+
+
 def tiny(name: str, layers: int = LAYERS):
-    """The spec at synth's tiny scale, its routed experts 64 wide: one 32-element MXFP4 scale block per rank at
-    world size 2 (vLLM pads a narrower rank to the block, a layout no checkpoint reading has)."""
+    """The spec at synth's tiny scale; except for EXPERT_PARALLEL_AT_WS2, its routed experts 64 wide: one
+    32-element MXFP4 scale block per rank at world size 2."""
     spec = scaled_spec(load_spec(name), "tiny", layers)
+    if name == EXPERT_PARALLEL_AT_WS2:
+        return spec
     data = spec_to_dict(spec)
     data["moe"]["expert_intermediate_size"] = 64
     data["moe"]["shared_intermediate_size"] = 64 * spec.moe.num_shared_experts

@@ -7,6 +7,7 @@ fp32 log-probs within 1e-4 of dayone's reference tier and the same greedy tokens
 from __future__ import annotations
 
 import pytest
+from conform_fixtures import EXPERT_PARALLEL_AT_WS2
 from conftest import SPECS
 from dayone.adapters.targets import common
 from dayone.checks.releases import RELEASES
@@ -40,6 +41,17 @@ def test_forward_is_vllm_generating_within_the_fp32_bounds(shipped, name):
     assert two["float32.greedy_disagreement"] == 0 and two["float32.logprob_max_abs"] <= 1e-4
     assert not any(key.startswith("bfloat16.") for key in two)
     assert "vllm.LLM greedy generation" in ws1.levels["forward"].detail
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_world_size_2_spreads_experts_only_where_they_do_not_split(shipped, name):
+    """K3 at the demo's widths: an expert row's one MXFP4 scale group cannot be halved, so vLLM runs with
+    --enable-expert-parallel and each rank holds whole experts; Kimi Linear's wider experts split over both ranks."""
+    ws2 = shipped[name][3].runs[1]
+    spread = name == EXPERT_PARALLEL_AT_WS2
+    assert ws2.facts["expert_parallel"] is spread
+    assert ("experts spread by expert parallelism" in ws2.levels["loaded"].detail) is spread
+    assert ws2.levels["forward"].status == "pass"
 
 
 @pytest.mark.parametrize("name", SPECS)

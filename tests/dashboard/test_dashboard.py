@@ -271,6 +271,16 @@ def test_conformance_matrix_is_target_by_level_by_world_size_with_refit_its_own_
     assert rows[("vllm", 2)].cells["forward"].href == f"{cell.page}#run-vllm-ws2-forward"
 
 
+def test_highest_level_figures_are_grouped_by_their_prefix_one_line_each():
+    """forward's figures come per dtype ("float32.logprob_max_abs"): one line per dtype, names without the prefix."""
+    from dayone.dashboard.conformance import RunRow
+
+    row = RunRow("vllm", 1, "vllm", "0.32.0", {}, "forward", {"float32.logprob_max_abs": 5e-6, "bfloat16.positions": 37,
+                                                            "float32.positions": 37, "seconds": 3.5})  # fmt: skip
+    assert row.figure_groups == {"float32": {"logprob_max_abs": 5e-6, "positions": 37}, "bfloat16": {"positions": 37},
+                                 "": {"seconds": 3.5}}  # fmt: skip
+
+
 def test_malformed_details_are_shown_as_malformed_naming_the_file(tmp_path):
     """Drawn details that do not fit their model (a layer that is not a number, a huge reason): the cell says
     malformed with the file and field, the verdict is blocked, and the dashboard still builds."""

@@ -93,7 +93,8 @@ def run_one(variant: Variant, out: Path) -> Outcome:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SOURCE_DATE_EPOCH": "1700000000"}
     for name in ("TRITON_INTERPRET", "VIRTUAL_ENV", "PYTHONPATH"):
         env.pop(name, None)
-    args = [sys.executable, "-P", "-m", "dayone", "run", "--demo", "--spec", str(variant.spec_file), *RUN_ARGS, "--json"]
+    args = [sys.executable, "-P", "-m", "dayone", "run", "--demo", "--spec", str(variant.spec_file), *RUN_ARGS,
+            "--json"]  # fmt: skip
     proc = subprocess.run([*args, "-o", str(out)], env=env, capture_output=True, text=True, timeout=900, check=False)
     report = json.loads(proc.stdout) if proc.returncode in (0, 1) and proc.stdout.strip() else None
     return Outcome(variant, out, proc.returncode, proc.stderr, report)

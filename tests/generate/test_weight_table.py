@@ -129,3 +129,33 @@ def test_a_log_padding_must_be_zero(k3):
     bad[name][-1] = 1.0
     with pytest.raises(ValueError, match=rf"^{name}: padding entries 8\.\.11 must be zero, index 11 is not$"):
         walk.to_target(build_weight_map(spec, "megatron"), bad.__getitem__)
+
+
+def test_expert_parallel_ranks_hold_whole_experts(k3):
+    """vLLM's --enable-expert-parallel (SGLang's --ep-size): every other parameter is split by tensor parallelism
+    as before, and each rank holds its run of routed experts whole, never a slice of every expert."""
+    spec, tensors = k3
+    table = build_weight_map(spec, "vllm", "packed")
+    whole = walk.to_target(table, tensors.__getitem__)
+    tp_only = {r: walk.to_target(table, tensors.__getitem__, walk.Parallel(r, 2)) for r in (0, 1)}
+    per_rank = table.NUM_EXPERTS // 2
+    experts = {p.name for p in table.PARAMS if p.experts}
+    expert_names = {walk.fill(pattern, layer) for pattern in experts for layer in range(spec.num_layers)}
+    for rank in (0, 1):
+        spread = walk.to_target(table, tensors.__getitem__, walk.Parallel(rank, 2, rank, 2, experts_whole=True))
+        assert spread.keys() == whole.keys() and expert_names & spread.keys()
+        for name, value in spread.items():
+            if name in expert_names:
+                assert torch.equal(value, whole[name][rank * per_rank : (rank + 1) * per_rank]), name
+            else:
+                assert torch.equal(value, tp_only[rank][name]), name
+
+
+def test_experts_split_problem_names_the_scale_group_no_rank_can_halve():
+    """At synth's tiny widths an expert row has one 32-element MXFP4 scale group: it splits over one rank only."""
+    from dayone.synth.scale import scaled_spec
+
+    table = build_weight_map(scaled_spec(load_spec("kimi-k3"), "tiny", 4), "vllm", "packed")
+    assert walk.experts_split_problem(table, 1) is None
+    problem = walk.experts_split_problem(table, 2)
+    assert problem is not None and "weight_scale: 1 does not split over 2 tensor-parallel ranks" in problem

@@ -217,7 +217,8 @@ def record_first_step(model, path: Path, positions_of) -> None:
         layer.register_forward_hook(hook(i))
 
 
-def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prompts: str, dtype: str, out: str):
+def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prompts: str, dtype: str, out: str,
+              expert_parallel: bool):  # fmt: skip
     sys.path.insert(0, site)
     import sglang_probe as probe
 
@@ -229,7 +230,9 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prom
     try:
         probe.import_rotary_with_cpu_engine()
         probe.load_plugins()
-        result["detail"], model, config = _levels_up_to_loaded(probe, verdict, package, ckpt, rank, world, port, dtype)
+        result["detail"], model, config = _levels_up_to_loaded(
+            probe, verdict, package, ckpt, rank, world, port, dtype, expert_parallel
+        )
         if model is not None:
             engine = Engine(model, config, json.loads(Path(prompts).read_text()))
             if rank == 0:
@@ -246,6 +249,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prom
             result = {
                 "status": "ran", "detail": "", "what": WHAT, "requests": requests,
                 "engine": {"dtype": dtype, "world_size": world, "max_running_requests": MAX_RUNNING,
+                           "expert_parallel": expert_parallel,
                            "attention_backend": "torch_native", "prefix_caching": False,
                            "prefix_caching_reason": "off: no radix cache without SGLang's scheduler"},
                 "seconds": {"generate": round(seconds, 3), "prefill": round(prefill_s, 3)},
@@ -260,14 +264,14 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prom
         probe.atomic_json(out_dir / "forward.json", result)
 
 
-def _levels_up_to_loaded(probe, verdict, package, ckpt, rank, world, port, dtype) -> tuple:
+def _levels_up_to_loaded(probe, verdict, package, ckpt, rank, world, port, dtype, expert_parallel) -> tuple:
     """sglang_probe's levels up to a model filled by its own load_weights -> (None, model, ModelConfig), or (the
     first level not passed, as one line, None, None)."""
     from sglang.srt.model_loader.loader import post_load_weights
 
     if probe.discover(verdict, package, probe.architectures(ckpt)) is None:
         return f"discovered: {verdict.levels['discovered']['detail']}", None, None
-    accepted = probe.accept(verdict, ckpt, rank, world, dtype)
+    accepted = probe.accept(verdict, ckpt, rank, world, dtype, expert_parallel)
     if accepted is None:
         return f"accepted: {verdict.levels['accepted']['detail']}", None, None
     model = probe.build(verdict, *accepted, rank, world, port)
@@ -286,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--prompts", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--expert-parallel", action="store_true", help="SGLang's --ep-size, the world size")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     import sglang_probe as probe  # the sibling probe (this folder is on sys.path)
@@ -293,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start_method = probe.warm()
     ranks = (args.world_size, probe.free_port(), str(args.package_site.resolve()), str(args.checkpoint.resolve()),
-             str(args.prompts.resolve()), args.dtype, str(args.out.resolve()))  # fmt: skip
+             str(args.prompts.resolve()), args.dtype, str(args.out.resolve()), args.expert_parallel)  # fmt: skip
     try:
         mp.start_processes(rank_main, args=ranks, nprocs=args.world_size, join=True, start_method=start_method)
     except mp.ProcessExitedException as err:

@@ -2,6 +2,7 @@
 
     python sglang_probe.py --package-site DIR --checkpoint DIR --world-size N --out OUTDIR
     python sglang_probe.py --batch JOBS.json     (a list of {"package_site", "checkpoint", "world_size", "out"})
+    --expert-parallel: the routed experts spread over the ranks, each held whole (SGLang's --ep-size = world size)
 
 Run with the SGLang peer environment's python (.venv/peers/sglang); imports only SGLang, torch, safetensors and
 the standard library. DIR holds the generated package as installed (`pip install --target DIR`). N ranks are
@@ -129,22 +130,23 @@ def discover(verdict: Verdict, package: str, archs: list[str]):
     return cls
 
 
-def server_args(checkpoint: Path, world: int, dtype: str = "auto"):
+def server_args(checkpoint: Path, world: int, dtype: str = "auto", expert_parallel: bool = False):
     from sglang.srt.server_args import ServerArgs
 
     # A hybrid (linear-attention) model on a platform without Mamba state snapshots: SGLang's own resolution asks
     # for the no_buffer strategy, which needs the overlap schedule off.
-    return ServerArgs(model_path=str(checkpoint), device="cpu", tp_size=world, disable_cuda_graph=True, dtype=dtype,
+    return ServerArgs(model_path=str(checkpoint), device="cpu", tp_size=world, ep_size=world if expert_parallel else 1,
+                      disable_cuda_graph=True, dtype=dtype,
                       mamba_radix_cache_strategy="no_buffer", disable_overlap_schedule=True)  # fmt: skip
 
 
-def accept(verdict: Verdict, checkpoint: Path, rank: int, world: int, dtype: str = "auto"):
+def accept(verdict: Verdict, checkpoint: Path, rank: int, world: int, dtype: str = "auto", expert_parallel=False):
     """SGLang's own inspection: server-argument resolution (model-specific hooks), ModelConfig (`dtype`: the
     server's --dtype)."""
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.runtime_context import SpawnRanks, publish
 
-    args = server_args(checkpoint, world, dtype)
+    args = server_args(checkpoint, world, dtype, expert_parallel)
     publish(args, role="scheduler", ranks=SpawnRanks(world_rank=rank))
     from sglang.srt.configs.hybrid_arch import hybrid_kda_config, mambaish_config
 
@@ -444,7 +446,7 @@ def atomic_json(path: Path, data: dict) -> None:
 # ----- ranks
 
 
-def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out: str) -> None:
+def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out: str, expert_parallel: bool) -> None:
     sys.path.insert(0, site)
     package = package_name(Path(site))
     os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = package
@@ -455,7 +457,7 @@ def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out:
         load_plugins()
         if discover(verdict, package, architectures(ckpt)) is not None:
             level = "accepted"
-            accepted = accept(verdict, ckpt, rank, world)
+            accepted = accept(verdict, ckpt, rank, world, expert_parallel=expert_parallel)
             if accepted is not None:
                 level = "built"
                 model = build(verdict, *accepted, rank, world, port)
@@ -534,11 +536,12 @@ def warm() -> str:
     return "spawn" if REGISTRY in sys.modules else "fork"
 
 
-def run_job(site: Path, checkpoint: Path, world: int, out: Path, start_method: str, version: str) -> None:
+def run_job(site: Path, checkpoint: Path, world: int, out: Path, start_method: str, version: str,
+            expert_parallel: bool = False) -> None:  # fmt: skip
     import torch.multiprocessing as mp
 
     out.mkdir(parents=True, exist_ok=True)
-    args = (world, free_port(), str(site.resolve()), str(checkpoint.resolve()), str(out.resolve()))
+    args = (world, free_port(), str(site.resolve()), str(checkpoint.resolve()), str(out.resolve()), expert_parallel)
     try:
         mp.start_processes(rank_main, args=args, nprocs=world, join=True, start_method=start_method)
     except mp.ProcessExitedException:
@@ -552,12 +555,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--expert-parallel", action="store_true", help="SGLang's --ep-size, the world size")
     parser.add_argument("--batch", type=Path, help="a JSON list of jobs, run one after the other")
     a = parser.parse_args(argv)
     if a.batch is not None:
         jobs = json.loads(a.batch.read_text())
     elif a.package_site and a.checkpoint and a.out:
-        jobs = [{"package_site": a.package_site, "checkpoint": a.checkpoint, "world_size": a.world_size, "out": a.out}]
+        jobs = [{"package_site": a.package_site, "checkpoint": a.checkpoint, "world_size": a.world_size, "out": a.out,
+                 "expert_parallel": a.expert_parallel}]  # fmt: skip
     else:
         parser.error("give --package-site, --checkpoint and --out, or --batch")
     from importlib.metadata import version
@@ -565,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     start_method = warm()
     for job in jobs:
         run_job(Path(job["package_site"]), Path(job["checkpoint"]), int(job["world_size"]), Path(job["out"]),
-                start_method, version("sglang"))  # fmt: skip
+                start_method, version("sglang"), bool(job.get("expert_parallel")))  # fmt: skip
     return 0
 
 

@@ -50,6 +50,7 @@ def _engine(args):
     running = args.max_num_seqs or len(prompts)
     return LLM(
         model=str(args.checkpoint), dtype=args.dtype, tensor_parallel_size=args.world_size, enforce_eager=True,
+        enable_expert_parallel=args.expert_parallel,
         # vLLM's CPU platform turns prefix caching off for MLA models without AMX, after its hybrid hook has sized
         # mamba blocks for it; asking for it off gives every CPU the same configuration.
         enable_prefix_caching=False, skip_tokenizer_init=True, max_model_len=max(64, longest), max_num_seqs=running,
@@ -101,6 +102,7 @@ def run(args) -> dict:
 
     llm, prompts = _engine(args)
     engine = {"dtype": args.dtype, "world_size": args.world_size, "max_num_seqs": args.max_num_seqs,
+              "expert_parallel": args.expert_parallel,
               "prefix_caching": llm.llm_engine.vllm_config.cache_config.enable_prefix_caching,
               "prefix_caching_reason": PREFIX_CACHING_OFF,
               "engine_core": "in-process" if os.environ.get(MULTIPROCESSING) == "0" else "own process"}  # fmt: skip
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--prompts", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--expert-parallel", action="store_true", help="vLLM's --enable-expert-parallel")
     args = parser.parse_args(argv)
     if (args.package_site is None) == (not args.builtin):
         parser.error("give --package-site or --builtin")

@@ -171,7 +171,8 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
     config = model_config(args.checkpoint)
     load = LoadConfig(load_format="safetensors", model_loader_extra_config={"enable_weights_track": True})
     vllm_config = VllmConfig(
-        model_config=config, parallel_config=ParallelConfig(tensor_parallel_size=world), load_config=load,
+        model_config=config, load_config=load,
+        parallel_config=ParallelConfig(tensor_parallel_size=world, enable_expert_parallel=args.expert_parallel),
         cache_config=cache_config(),
     )  # fmt: skip
     # vLLM's CPU communicator names its shared-memory segments after this; its own CPU worker sets it from the
@@ -186,10 +187,13 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
         torch.manual_seed(0)
         with torch.device("cpu"):
             model = initialize_model(vllm_config=vllm_config, model_config=config)
-        for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.data.zero_()  # deterministic bytes where nothing is loaded (alignment padding)
+        # Deterministic bytes where nothing is loaded (alignment padding); integer buffers are the framework's own
+        # bookkeeping, built with the model (expert parallelism's global -> local expert map) and kept.
+        for tensor in [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]:
+            tensor.data.zero_()
         names = dict(model.named_parameters())
-        out["built"] = _level("pass", f"{type(model).__name__}: {len(names)} parameters")
+        spread = ", experts spread by expert parallelism" if args.expert_parallel else ""
+        out["built"] = _level("pass", f"{type(model).__name__}: {len(names)} parameters{spread}")
 
         calls = _count_loader_calls(model)
         streamed: list[str] = []
@@ -277,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--world-size", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--expert-parallel", action="store_true", help="vLLM's --enable-expert-parallel")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(args.package_site))
@@ -285,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "framework": FRAMEWORK, "version": _version(), "world_size": args.world_size,
-        "levels": {level: _level("not run", "an earlier level failed") for level in LEVELS}, "facts": {},
+        "levels": {level: _level("not run", "an earlier level failed") for level in LEVELS},
+        "facts": {"expert_parallel": args.expert_parallel},
     }  # fmt: skip
     write = lambda: (args.out / "levels.json").write_text(json.dumps(result, indent=1))
     if discover_and_accept(args, result):
