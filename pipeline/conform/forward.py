@@ -25,6 +25,7 @@ import torch
 from dayone.checkpoint.reader import Checkpoint
 from dayone.conform.results import Level
 from dayone.core.numerics import TOLERANCES, compare
+from dayone.core.vocabulary import Point, layer_point
 from dayone.spec.schema import ModelSpec
 from dayone.validate.floor import FLOOR_K, FLOOR_TIER
 
@@ -83,9 +84,9 @@ def reference_runs(checkpoint: Checkpoint, spec: ModelSpec, sequences: list[list
         model.embed(torch.tensor([ids], dtype=torch.int64))
         layers = {}
         for i in range(spec.num_layers):
-            cap = Capture(f"layers.{i}.out")
+            cap = Capture(layer_point(i, Point.OUT))
             model.layer(i, cap)
-            layers[i] = cap[f"layers.{i}.out"].double()
+            layers[i] = cap[layer_point(i, Point.OUT)].double()
         logits = model.head()
         runs.append(ReferenceRun(torch.log_softmax(logits.double(), -1), layers))
     return runs

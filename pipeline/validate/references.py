@@ -16,6 +16,7 @@ import torch
 from dayone.adapters.model import Capture
 from dayone.adapters.model.attn_residual import Stream
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import Point, layer_point
 from dayone.spec.schema import ModelSpec
 from dayone.validate.golden import Golden, read_golden
 from dayone.validate.source import ShardReader, Source
@@ -80,17 +81,17 @@ class TransformersReference:
         """The residual state entering layer i: the previous layer's output (plain residuals: the hidden state)."""
         if not self.plain:
             return None
-        return Stream(self.caps["embed"] if i == 0 else self.caps[f"layers.{i - 1}.out"])
+        return Stream(self.caps[Point.EMBED] if i == 0 else self.caps[layer_point(i - 1, Point.OUT)])
 
     def embed(self, ids: torch.Tensor) -> dict:
-        return {k: v for k, v in self.caps.items() if k == "embed"}
+        return {k: v for k, v in self.caps.items() if k == Point.EMBED}
 
     def layer(self, i: int) -> dict:
-        prefix = f"layers.{i}."
+        prefix = layer_point(i, "")
         return {k: v for k, v in self.caps.items() if k.startswith(prefix)}
 
     def head(self) -> dict:
-        return {k: v for k, v in self.caps.items() if k in ("final_norm", "logits")}
+        return {k: v for k, v in self.caps.items() if k in (Point.FINAL_NORM, Point.LOGITS)}
 
     def logprobs(self, logits: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(logits.double(), -1)
@@ -114,11 +115,11 @@ class GoldenReference:
 
     def layer(self, i: int) -> dict:
         """Only the routing of the golden run (when the file has it), for replay."""
-        name = f"layers.{i}.topk_ids"
+        name = layer_point(i, Point.TOPK_IDS)
         return {name: self.golden.routes[name]} if name in self.golden.routes else {}
 
     def head(self) -> dict:
-        return {"logits": self.golden.logits.reshape(-1, self.golden.logits.shape[-1])}
+        return {Point.LOGITS: self.golden.logits.reshape(-1, self.golden.logits.shape[-1])}
 
     def logprobs(self, logits: torch.Tensor) -> torch.Tensor:
         # from the stored fp32 logits in float64, as the candidate's: the stored fp32 log-probs carry their own
@@ -311,23 +312,23 @@ def run_transformers(root: Path, ids: torch.Tensor, hf: torch.nn.Module | None =
         def hook(_module, _inputs, output):
             logits, weights, ids_ = output
             order = ids_.argsort(dim=-1)
-            caps[prefix + "router_logits"] = logits.detach().clone()
-            caps[prefix + "topk_ids"] = ids_.gather(-1, order).clone()
-            caps[prefix + "topk_weights"] = weights.gather(-1, order).clone()
+            caps[prefix + Point.ROUTER_LOGITS] = logits.detach().clone()
+            caps[prefix + Point.TOPK_IDS] = ids_.gather(-1, order).clone()
+            caps[prefix + Point.TOPK_WEIGHTS] = weights.gather(-1, order).clone()
 
         return hook
 
     inner = hf.model
-    handles = [inner.embed_tokens.register_forward_hook(keep("embed")),
-               inner.norm.register_forward_hook(keep("final_norm"))]  # fmt: skip
+    handles = [inner.embed_tokens.register_forward_hook(keep(Point.EMBED)),
+               inner.norm.register_forward_hook(keep(Point.FINAL_NORM))]  # fmt: skip
     for i, layer in enumerate(inner.layers):
-        p = f"layers.{i}."
+        p = layer_point(i, "")
         handles += [
-            layer.input_layernorm.register_forward_hook(keep(p + "attn_in")),
-            layer.self_attn.register_forward_hook(keep(p + "attn_out")),
-            layer.post_attention_layernorm.register_forward_hook(keep(p + "mlp_in")),
-            layer.mlp.register_forward_hook(keep(p + "mlp_out")),
-            layer.register_forward_hook(keep(p + "out")),
+            layer.input_layernorm.register_forward_hook(keep(p + Point.ATTN_IN)),
+            layer.self_attn.register_forward_hook(keep(p + Point.ATTN_OUT)),
+            layer.post_attention_layernorm.register_forward_hook(keep(p + Point.MLP_IN)),
+            layer.mlp.register_forward_hook(keep(p + Point.MLP_OUT)),
+            layer.register_forward_hook(keep(p + Point.OUT)),
         ]
         if hasattr(layer.mlp, "gate"):
             handles.append(layer.mlp.gate.register_forward_hook(router(p)))
@@ -340,6 +341,6 @@ def run_transformers(root: Path, ids: torch.Tensor, hf: torch.nn.Module | None =
     finally:
         for h in handles:
             h.remove()
-    caps["logits"] = logits.float().reshape(-1, logits.shape[-1])
+    caps[Point.LOGITS] = logits.float().reshape(-1, logits.shape[-1])
     del hf
     return caps

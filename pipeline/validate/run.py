@@ -22,6 +22,7 @@ from dayone.adapters.model.batch import Batch
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core import vocabulary
 from dayone.core.errors import InputError
+from dayone.core.vocabulary import Point, layer_point
 from dayone.dashboard.reports import Report
 from dayone.present import step
 from dayone.spec.schema import ModelSpec
@@ -195,23 +196,23 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
                 out.checks.append({"kind": kind, **row, "judged": judged})
 
     def router(layer: int, rc: dict, cc: dict | None, kind: str) -> None:
-        p = f"layers.{layer}."
-        if cc is not None and p + "own_topk_ids" in cc and p + "topk_ids" in rc:
-            row = topk_row(layer, cc[p + "own_topk_ids"], rc[p + "topk_ids"], rows.topk)
+        p = layer_point(layer, "")
+        if cc is not None and p + Point.OWN_TOPK_IDS in cc and p + Point.TOPK_IDS in rc:
+            row = topk_row(layer, cc[p + Point.OWN_TOPK_IDS], rc[p + Point.TOPK_IDS], rows.topk)
             out.checks.append({"kind": kind, **row, "judged": kind == "router"})
 
     def drift(layer: int, rc: dict, oc: dict, fc: dict | None) -> None:
         """Un-replayed drift at layer i: the layer output and the routing, candidate and floor against reference."""
-        p = f"layers.{layer}."
+        p = layer_point(layer, "")
         row: dict = {"layer": layer}
         for side, cap in (("candidate", oc), ("floor", fc)):
             if cap is None:
                 continue
-            if p + "out" in rc and p + "out" in cap:
-                point = tensor_row("out", layer, cap[p + "out"], rc[p + "out"], rows.activations)
+            if p + Point.OUT in rc and p + Point.OUT in cap:
+                point = tensor_row(Point.OUT, layer, cap[p + Point.OUT], rc[p + Point.OUT], rows.activations)
                 row[f"{side}_rel_rms"] = point["rel_rms"]
-            if p + "topk_ids" in rc and p + "topk_ids" in cap:
-                row[f"{side}_topk_agreement"] = 1 - topk_disagreement(cap[p + "topk_ids"], rc[p + "topk_ids"])
+            if p + Point.TOPK_IDS in rc and p + Point.TOPK_IDS in cap:
+                row[f"{side}_topk_agreement"] = 1 - topk_disagreement(cap[p + Point.TOPK_IDS], rc[p + Point.TOPK_IDS])
         if len(row) > 1:
             out.unreplayed_layers.append(row)
 
@@ -220,7 +221,7 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
         cc = Capture()
         timed("candidate", lambda: candidate.embed(ids, cc, reload_check))
         reloaded()
-        compare_points(("embed",), -1, rc, cc)  # the embedding has no input state: local and end to end agree
+        compare_points((Point.EMBED,), -1, rc, cc)  # the embedding has no input state: local and end to end agree
         if own is not None:
             own.stream = candidate.stream  # one embedding; a layer never changes the state it reads
         if floor is not None:
@@ -235,19 +236,19 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
         step(f"validate: layer {i + 1} of {spec.num_layers}")  # a faithful-scale layer takes minutes on a CPU
         state = reference.state(i)  # the reference's input to layer i, for the layer-local run
         rc = timed("reference", lambda i=i: reference.layer(i))
-        p = f"layers.{i}."
-        routes = {p + "topk_ids": rc[p + "topk_ids"]} if replay and p + "topk_ids" in rc else {}
+        p = layer_point(i, "")
+        routes = {p + Point.TOPK_IDS: rc[p + Point.TOPK_IDS]} if replay and p + Point.TOPK_IDS in rc else {}
         cc = Capture(routes=routes)
         lc = Capture(routes=routes) if state is not None else None
         extra = [(state, lc)] if lc is not None else []
-        oc = Capture(p + "out", p + "topk_ids") if own is not None else cc
+        oc = Capture(p + Point.OUT, p + Point.TOPK_IDS) if own is not None else cc
         if own is not None:
             extra.append((own.stream, oc))
         outputs = timed("candidate", lambda i=i, cc=cc, extra=extra: candidate.layer(i, cc, reload_check, extra))
         if own is not None:
             own.stream = outputs[-1]
         reloaded()
-        fc = Capture(p + "out", p + "topk_ids") if floor is not None else None
+        fc = Capture(p + Point.OUT, p + Point.TOPK_IDS) if floor is not None else None
         if floor is not None:
             timed("floor", lambda i=i, fc=fc: floor.layer(i, fc))
         for point in LAYER_POINTS:
@@ -271,24 +272,24 @@ def _run(spec, ids, reference, candidate: StreamedModel, floor: StreamedModel | 
         cc = Capture()
         lc = Capture() if state is not None else None
         extra = [(state, lc)] if lc is not None else []
-        oc = Capture("logits") if own is not None else cc
+        oc = Capture(Point.LOGITS) if own is not None else cc
         if own is not None:
             extra.append((own.stream, oc))
         logits = timed("candidate", lambda: candidate.head(cc, reload_check, extra))
         reloaded()
         compare_points(HEAD_POINTS, spec.num_layers, rc, lc)
         compare_points(HEAD_POINTS[:-1], spec.num_layers, rc, cc, "", "end_to_end", judged=False)
-        compare_points(("logits",), spec.num_layers, rc, cc, "", "end_to_end", judged=True)  # what users see
+        compare_points((Point.LOGITS,), spec.num_layers, rc, cc, "", "end_to_end", judged=True)  # what users see
         V = logits.shape[-1]
-        ref_logprobs = reference.logprobs(rc["logits"].reshape(B, T, V)).cpu()
+        ref_logprobs = reference.logprobs(rc[Point.LOGITS].reshape(B, T, V)).cpu()
         out.logprobs = logprob_metrics(logits.reshape(B, T, V).cpu(), ref_logprobs, ids, rows)
 
         def unreplayed(side_logits: torch.Tensor) -> dict:
-            row = tensor_row("logits", spec.num_layers, side_logits, rc["logits"], rows.activations)
+            row = tensor_row(Point.LOGITS, spec.num_layers, side_logits, rc[Point.LOGITS], rows.activations)
             metrics = logprob_metrics(side_logits.reshape(B, T, V).float().cpu(), ref_logprobs, ids, rows)
             return figures(row, metrics, B * T)
 
-        out.unreplayed = {"candidate": unreplayed(oc["logits"])}
+        out.unreplayed = {"candidate": unreplayed(oc[Point.LOGITS])}
         if floor is not None:
             out.unreplayed["floor"] = unreplayed(timed("floor", floor.head))
     return out
