@@ -21,7 +21,7 @@ from dayone.core import child
 SLEEPER = """
 import os, subprocess, sys, time
 from pathlib import Path
-grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+grandchild = subprocess.Popen([sys.executable, "-P", "-c", "import time; time.sleep(120)"])
 Path(sys.argv[1]).write_text(f"{os.getpid()} {grandchild.pid}")
 time.sleep(120)
 """
@@ -29,7 +29,7 @@ time.sleep(120)
 PARENT = """
 import sys
 from dayone.core import child
-child.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], timeout=float(sys.argv[3]))
+child.run([sys.executable, "-P", "-c", sys.argv[1], sys.argv[2]], timeout=float(sys.argv[3]))
 """
 
 
@@ -75,7 +75,7 @@ def reap():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_sigkilled_parent_takes_its_child_along(tmp_path, reap):
     pids = tmp_path / "pids"
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, SLEEPER, str(pids), "600"])
+    parent = subprocess.Popen([sys.executable, "-P", "-c", PARENT, SLEEPER, str(pids), "600"])
     reap.append(parent.pid)
     child_pid, grandchild_pid = _wait_for(pids)
     reap.extend([child_pid, grandchild_pid])
@@ -89,7 +89,7 @@ def test_a_timeout_kills_the_whole_group(tmp_path, reap):
     pids = tmp_path / "pids"
     start = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        child.run([sys.executable, "-c", SLEEPER, str(pids)], timeout=3)
+        child.run([sys.executable, "-P", "-c", SLEEPER, str(pids)], timeout=3)
     child_pid, grandchild_pid = _wait_for(pids, 1)
     reap.extend([child_pid, grandchild_pid])
     assert time.monotonic() - start < 15
@@ -97,5 +97,7 @@ def test_a_timeout_kills_the_whole_group(tmp_path, reap):
 
 
 def test_it_runs_like_subprocess_run():
-    proc = child.run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], capture_output=True, text=True)
+    proc = child.run(
+        [sys.executable, "-P", "-c", "import sys; print('out'); sys.exit(3)"], capture_output=True, text=True
+    )
     assert (proc.returncode, proc.stdout) == (3, "out\n")

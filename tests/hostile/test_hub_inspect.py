@@ -26,7 +26,7 @@ def test_hub_errors_are_one_line(tmp_path, mode, fragment):
             "HF_TOKEN": HF_TOKEN,
         }
         proc = subprocess.run(
-            [sys.executable, "-m", "dayone", "inspect", "acme/model"],
+            [sys.executable, "-P", "-m", "dayone", "inspect", "acme/model"],
             env=env,
             capture_output=True,
             text=True,

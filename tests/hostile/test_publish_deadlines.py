@@ -103,7 +103,7 @@ def test_hub_refusals_when_inspecting_say_what_they_are(tmp_path, mode, fragment
     with EchoServer(mode) as hub:
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "0",
                "HF_HUB_CACHE": str(tmp_path / "cache")}  # fmt: skip
-        proc = subprocess.run([sys.executable, "-m", "dayone", "inspect", "acme/model"], env=env, capture_output=True,
+        proc = subprocess.run([sys.executable, "-P", "-m", "dayone", "inspect", "acme/model"], env=env, capture_output=True,
                               text=True, check=False, timeout=120)  # fmt: skip
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr

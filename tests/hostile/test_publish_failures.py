@@ -170,7 +170,7 @@ def test_a_traceback_printed_after_the_command_is_redacted_too():
 
     code = "from dayone.core.redact import redact_streams; redact_streams(); import os; raise RuntimeError(os.environ['GITHUB_TOKEN'])"
     proc = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, **ENV}, capture_output=True, text=True, check=False
+        [sys.executable, "-P", "-c", code], env={**os.environ, **ENV}, capture_output=True, text=True, check=False
     )
     assert "RuntimeError: ***" in proc.stderr and TOKEN not in proc.stderr
 

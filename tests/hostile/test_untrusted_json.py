@@ -144,7 +144,7 @@ def test_spec_derive_takes_a_hub_repo_id_as_inspect_does(tmp_path):
     save_file({"lm_head.weight": torch.zeros(2)}, snapshot / "model.safetensors")
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone", "spec", "derive", f"acme/tiny-linear@{revision}"],
+        [sys.executable, "-P", "-m", "dayone", "spec", "derive", f"acme/tiny-linear@{revision}"],
         env=env,
         capture_output=True,
         text=True,

@@ -30,7 +30,7 @@ def test_importing_the_kernels_leaves_the_environment_unchanged():
         " if before.get(k) != after.get(k)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_DEFAULT_FP_FUSION"}
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, check=True)
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {}
 
 

@@ -113,7 +113,7 @@ def peer(tmp_path_factory, device):
     env["PYTHONPATH"] = str(FLA_DIR)
     files = [str(tmp / "in.safetensors"), str(tmp / "out.safetensors")]
     run = subprocess.run(
-        [sys.executable, "-c", PEER_SCRIPT, *files, device, *FLA_KERNELS[device]],
+        [sys.executable, "-P", "-c", PEER_SCRIPT, *files, device, *FLA_KERNELS[device]],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 0, f"fla peer failed:\n{run.stderr[-3000:]}"

@@ -153,7 +153,7 @@ def test_k3_backward_cubins_build_for_sm90_and_sm100_within_their_spill_figures(
     """K3's backward instances (K = V = 128, bf16 model: TF32 dots) compile to cubins for sm_90 and sm_100 without a
     GPU, within shared memory and each instance's known spill figure (compile_specializations refuses otherwise)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")}
-    run = subprocess.run([sys.executable, "-c", AOT_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-P", "-c", AOT_SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
                          timeout=600, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     rows = json.loads(run.stdout.strip().splitlines()[-1])

@@ -38,5 +38,5 @@ def test_the_public_ops_do_not_load_the_compile_tables():
         "print(json.dumps(sorted(m for m in sys.modules if m.endswith('.aot') or m == 'dayone.kernels.autotune')))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    run = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, check=True)
     assert json.loads(run.stdout.strip().splitlines()[-1]) == []

@@ -19,7 +19,7 @@ def test_bridge_provider_builds_the_model_and_maps_every_tensor(tmp_path):
     assert (PEER / "omegaconf-2.3.0.dist-info").is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.programs.megatron.check_bridge", "kimi-k3", str(tmp_path)],
+        [sys.executable, "-P", "-m", "dayone.programs.megatron.check_bridge", "kimi-k3", str(tmp_path)],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)

@@ -27,7 +27,7 @@ def run_verify(*args: str) -> tuple[int, dict, str]:
     )
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.programs.megatron.verify", *args],
+        [sys.executable, "-P", "-m", "dayone.programs.megatron.verify", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

@@ -51,7 +51,9 @@ def dispatch(tree, package_root, package: str, spec) -> dict:
         except NotVendored as err:
             print(json.dumps({{"raised": err.function}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -122,7 +122,7 @@ def test_megatron_core_routes_grouped_tokens_as_the_reference(tmp_path, correcti
     path.write_text(yaml.safe_dump(spec_to_dict(spec), sort_keys=False))
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-c", ROUTING_SCRIPT, str(path)], capture_output=True, text=True, env=env, timeout=300,
+        [sys.executable, "-P", "-c", ROUTING_SCRIPT, str(path)], capture_output=True, text=True, env=env, timeout=300,
         check=False,
     )  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("{")), None)

@@ -20,7 +20,7 @@ def run_step(*args: str) -> tuple[int, dict]:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
     proc = subprocess.run(
-        [sys.executable, "-m", "dayone.programs.megatron.train_step", "kimi-k3", *args],
+        [sys.executable, "-P", "-m", "dayone.programs.megatron.train_step", "kimi-k3", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
     start = proc.stdout.find("{")

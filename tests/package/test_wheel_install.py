@@ -78,7 +78,9 @@ CLOSURE = textwrap.dedent(
 
 def torch_closure(dest: Path) -> Path:
     """Links to the top-level modules `import torch` loads from this environment's site-packages."""
-    paths = subprocess.run([sys.executable, "-c", CLOSURE], capture_output=True, text=True, check=True).stdout.split()
+    paths = subprocess.run(
+        [sys.executable, "-P", "-c", CLOSURE], capture_output=True, text=True, check=True
+    ).stdout.split()
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
     dest.mkdir()
     for origin in map(Path, paths):

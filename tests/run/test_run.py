@@ -142,9 +142,11 @@ def test_readme_command_from_a_fresh_clone(readme_demo):
     names = [s["stage"] for s in report["stages"]]
     assert names[:5] == ["synth", "spec", "coverage", "plan", "generate"] and names[-1] == "package"
     assert {"compile", "validate"} <= set(names)
-    # Every stage passes but conform, which the engines' forward leaves partial on a CPU (no GPU here).
-    statuses = {s["stage"]: s["status"] for s in report["stages"]}
-    assert statuses.pop("conform") == "partial" and set(statuses.values()) == {"pass"}, report["stages"]
+    # Every stage passes, conform included: both engines reach forward at world sizes 1 and 2 (ws2 by expert
+    # parallelism: the tiny experts' one MXFP4 scale group per row does not split over two ranks).
+    assert {s["status"] for s in report["stages"]} == {"pass"}, report["stages"]
+    conform = next(s for s in report["stages"] if s["stage"] == "conform")
+    assert conform["summary"] == "sglang: ws1 forward, ws2 forward; vllm: ws1 forward, ws2 forward"
     assert len(list((run.out / "stages" / "synth" / "kimi-k3-tiny").glob("model-*.safetensors"))) == 3
     dist = run.out / "stages" / "package" / "dist"
     assert len(list(dist.glob("*.whl"))) == 4 and len(list(dist.glob("*.tar.gz"))) == 4

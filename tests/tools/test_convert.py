@@ -90,7 +90,7 @@ def test_two_ranks_then_finalize_equal_one_process(k3_dir, converted, tmp_path):
     dst = tmp_path / "ranks"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "dayone", *CONVERT, str(k3_dir), "-o", str(dst), "--shard-rank", str(r),
+            [sys.executable, "-P", "-m", "dayone", *CONVERT, str(k3_dir), "-o", str(dst), "--shard-rank", str(r),
              "--num-shards", "2", "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
