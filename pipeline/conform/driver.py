@@ -219,8 +219,8 @@ def _judge(table, checkpoint: Path, world: int, dump: Path, run: Run, expert_par
     spread = ", experts spread by expert parallelism" if expert_parallel else ""
     return _level(
         "pass",
-        f"every parameter of {world} rank(s){spread} bitwise equal to the reference reading, each weight loader called once "
-        f"per tensor, every checkpoint tensor consumed, derived tensors right after a weight update",
+        f"every parameter of {world} rank(s){spread} bitwise equal to the reference reading, each weight loader "
+        f"called once per tensor, every checkpoint tensor consumed, derived tensors right after a weight update",
     )
 
 

@@ -28,8 +28,9 @@ LIMIT = 8
 
 def judge_rank(table, tensors, rank: int, world: int, dump: Path, expert_parallel: bool = False) -> list[str]:
     """Problems of rank `rank`'s dump (empty: loaded right). tensors: checkpoint name -> tensor (lazy get).
-    expert_parallel: the engine spread the routed experts over the ranks, each held whole (vLLM's EP: the expert-
-    parallel rank is the tensor-parallel one), instead of splitting every expert over them."""
+    expert_parallel: the engine spread the routed experts over the ranks, each held whole (vLLM's and SGLang's expert
+    parallelism at one data-parallel rank: the expert-parallel rank is the tensor-parallel one), instead of splitting
+    every expert over them."""
     if expert_parallel:
         par = walk.Parallel(tp_rank=rank, tp_size=world, ep_rank=rank, ep_size=world, experts_whole=True)
     else:
