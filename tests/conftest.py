@@ -86,13 +86,86 @@ SLOW_MODULES = frozenset({
     "megatron/test_megatron_planted_mistakes.py", "megatron/test_miles_end_to_end.py", "megatron/test_miles_plugin.py",
     "megatron/test_refit.py", "megatron/test_standalone_packages.py", "megatron/test_train_step.py",
     "package/test_wheel_install.py",
+    # and by measured cost (below): a module-scoped fixture of 4 s or more
+    "benchmarks/test_gpu_check.py",
+    "cli/test_compile_command.py",
+    "kernels/test_autotune.py",
+    "kernels/test_kda_fla.py",
+    "model/test_kernels.py",
+    "model/test_mla_rope_targets.py",
+    "package/test_package_command.py",
 })  # fmt: skip
 SLOW_FIXTURES = frozenset({"readme_demo", "probed", "checkout"})  # the README run, the SGLang batch, a fresh clone
+# Tests measured at 2 s or more (setup + call, all their parameters) in a CI run of the whole suite on 2 cores
+# (`PYTEST_ADDOPTS=--durations=300 bash .ci/run`, 2026-12-03): with them out, `-m "not slow"` is the few-minute loop.
+SLOW_TESTS = frozenset({
+    "checkpoint/test_bad_input.py::test_pickle_is_refused_without_the_flag",
+    "checkpoint/test_coverage.py::test_full_size_k3_skeleton_is_fully_covered",
+    "cli/test_json_documents.py::test_json_result_is_one_document_with_the_documented_keys",
+    "cli/test_lazy_imports.py::test_package_publish_dashboard",
+    "cli/test_lazy_imports.py::test_spec_derive_and_inspect",
+    "cli/test_progress_off_a_terminal.py::test_run_prints_a_line_per_stage_start_and_end_and_per_validate_layer",
+    "cli/test_spec_and_plan_commands.py::test_the_runs_plan_stage_fails_when_the_model_does_not_fit",
+    "cli/test_text_output.py::test_convert_names_the_side_files_it_copied_as_written",
+    "cli/test_text_output.py::test_validate_prints_a_hostile_checkpoint_name_escaped",
+    "conform/test_probe_output.py::test_conform_prints_a_line_per_level_and_world_size_off_a_terminal",
+    "dashboard/test_dashboard_fuzz.py::test_any_details_are_drawn_or_shown_malformed",
+    "generate/test_degenerate_layouts.py::test_layout_generates_and_checks",
+    "generate/test_generate_command.py::test_generate_all_targets_and_check",
+    "generate/test_generate_command.py::test_generate_from_a_checkpoint_folder",
+    "generate/test_names_from_the_model.py::test_generated_names_come_from_the_model",
+    "generate/test_weight_table.py::test_shipped_specs_tables_pass_every_check",
+    "hostile/test_children_die_with_run.py::test_a_timeout_kills_the_whole_group",
+    "hostile/test_dtype_variation.py::test_other_float_dtypes_are_findings_and_validation_uses_them",
+    "hostile/test_fuzz.py::test_inspect_of_two_shards_survives_any_mutation",
+    "hostile/test_fuzz.py::test_reading_commands_survive_any_mutation",
+    "hostile/test_fuzz_index_and_state.py::test_fuzz_index_maps",
+    "hostile/test_names_and_bounds.py::test_fuzz_any_name",
+    "hostile/test_output_errors.py::test_a_full_or_read_only_disk",
+    "hostile/test_output_errors.py::test_run_stays_resumable_after_a_full_disk",
+    "hostile/test_publish_deadlines.py::test_5xx_is_retried_with_backoff_and_a_timeout_is_not",
+    "hostile/test_publish_deadlines.py::test_the_publish_deadline_bounds_the_whole",
+    "kernels/test_aot.py::test_a_kernel_compiled_to_a_trap_is_refused",
+    "kernels/test_aot.py::test_compile_cache_and_budget",
+    "kernels/test_aot.py::test_spills_are_read_from_ptxas",
+    "kernels/test_kda_triton_backward.py::test_a_planted_wrong_gradient_is_caught",
+    "kernels/test_kda_triton_backward.py::test_bf16_inputs",
+    "kernels/test_kda_triton_backward.py::test_gradients_match_fp64_recurrence",
+    "kernels/test_kernel_limits.py::test_compile_head_dim_96_for_sm_90_and_sm_100",
+    "kernels/test_spec_decode.py::test_bitwise_without_avx512",
+    "megatron/test_router_forms.py::test_megatron_core_routes_grouped_tokens_as_the_reference",
+    "model/test_k3.py::test_prefill_then_decode_equals_full_forward_reference",
+    "model/test_mla_rope_megatron.py::test_megatron_rotary_mla_matches_the_reference_tier",
+    "package/test_generated_from_a_checkpoint.py::test_header_command_reproduces_the_files_and_package_needs_no_spec",
+    "run/test_stand_in.py::test_plan_at_the_named_specs_widths",
+    "spec/test_conventions.py::test_kimi_k4_by_a_conventions_file",
+    "spec/test_shipped_specs.py::test_entry_table_answers_like_the_expanded_manifest",
+    "synth/test_synth.py::test_same_seed_same_bytes",
+    "tools/test_convert.py::test_bad_inputs",
+    "tools/test_convert.py::test_pair_split_across_files",
+    "tools/test_convert.py::test_rerun_skips_finished_and_redoes_damaged_files",
+    "tools/test_convert.py::test_torchrun_job_equals_one_process",
+    "tools/test_convert.py::test_two_ranks_then_finalize_equal_one_process",
+    "tools/test_tool_outputs_validate.py::test_converted_prune_passes_validate",
+    "tools/test_tool_outputs_validate.py::test_cover_prune_passes_validate",
+    "validate/test_distributed.py::test_two_ranks_equal_one",
+    "validate/test_reference_choice.py::test_cli_says_why_and_refuses",
+    "validate/test_reference_fallback.py::test_auto_falls_back_to_naive_with_the_reason",
+    "validate/test_reference_fallback.py::test_explicit_transformers_is_refused_in_one_line",
+    "validate/test_validate.py::test_golden_round_trip",
+    "validate/test_validate.py::test_tiny_k3_validates_green_end_to_end",
+    "validate/test_validate_bad_input.py::test_checkpoint_not_matching_its_spec",
+    "validate/test_validate_bad_input.py::test_nonfinite_weight",
+    "validate/test_validate_bad_input.py::test_tokens",
+    "workflow/test_release_workflow.py::test_a_tag_without_a_checkpoint_fails_naming_the_file",
+    "workflow/test_release_workflow.py::test_tag_mode",
+})  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).parent
     for item in items:
         module = Path(str(item.fspath)).relative_to(tests).as_posix()
-        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        test = f"{module}::{item.nodeid.split('::', 1)[1].split('[')[0]}"
+        if module in SLOW_MODULES or test in SLOW_TESTS or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
