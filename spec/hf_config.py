@@ -13,38 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from dayone.core.errors import InputError
+from dayone.spec import hf_keys
 from dayone.spec.config_block import FIELDS, KEY
-from dayone.spec.hf_keys import (
-    ARCHITECTURES,
-    CONFIG_MAPPING,
-    DTYPE_KEYS,
-    FIRST_DENSE,
-    FULL_RANK_GATE,
-    GROUPED_TOPK,
-    KV_HEADS,
-    LAYER_LISTS,
-    LINEAR,
-    MLP_LAYER_NAMES,
-    MLP_LAYER_TYPES,
-    MODEL_TYPE,
-    MOE_FREQ,
-    QUANT_BITS,
-    QUANT_FORMAT,
-    QUANT_GROUP_SIZE,
-    QUANT_GROUPS,
-    QUANT_IGNORE,
-    QUANT_METHOD,
-    QUANT_WEIGHTS,
-    QUANTIZATION,
-    ROPE_KIND_KEYS,
-    ROPE_SCALING,
-    TEXT_CONFIG,
-    TEXT_HIDDEN_SIZE,
-    TOPK_METHOD,
-    VISION,
-    place,
-    written,
-)
 from dayone.spec.hf_keys import key as hf_key
 from dayone.spec.hf_keys import section as hf_section
 from dayone.spec.layout import to_index_lists
@@ -112,70 +82,79 @@ def _vendor_config(spec: ModelSpec) -> dict[str, Any]:
     data = spec.model_dump(mode="json")
     text = _text_config(spec, data)
     if spec.hf.text_model_type is None:
-        return {ARCHITECTURES: [spec.hf.architecture], MODEL_TYPE: spec.hf.model_type, **text}
+        return {hf_keys.ARCHITECTURES: [spec.hf.architecture], hf_keys.MODEL_TYPE: spec.hf.model_type, **text}
     config: dict[str, Any] = {
-        ARCHITECTURES: [spec.hf.architecture],
-        MODEL_TYPE: spec.hf.model_type,
-        DTYPE_KEYS[0]: spec.checkpoint.dtype,
-        **dict(written(data, hf_section("token_ids."))),
-        **dict(written(data, (hf_key("tie_word_embeddings"),))),
-        TEXT_CONFIG: {ARCHITECTURES: [spec.hf.text_architecture], MODEL_TYPE: spec.hf.text_model_type, **text},
+        hf_keys.ARCHITECTURES: [spec.hf.architecture],
+        hf_keys.MODEL_TYPE: spec.hf.model_type,
+        hf_keys.DTYPE_KEYS[0]: spec.checkpoint.dtype,
+        **dict(hf_keys.written(data, hf_section("token_ids."))),
+        **dict(hf_keys.written(data, (hf_key("tie_word_embeddings"),))),
+        hf_keys.TEXT_CONFIG: {
+            hf_keys.ARCHITECTURES: [spec.hf.text_architecture],
+            hf_keys.MODEL_TYPE: spec.hf.text_model_type,
+            **text,
+        },
     }
-    for path, value in written(data, hf_section("passthrough.vision.")):
-        place(config, path, value)
-    if VISION in config:
-        config[VISION][TEXT_HIDDEN_SIZE] = spec.hidden_size
+    for path, value in hf_keys.written(data, hf_section("passthrough.vision.")):
+        hf_keys.place(config, path, value)
+    if hf_keys.VISION in config:
+        config[hf_keys.VISION][hf_keys.TEXT_HIDDEN_SIZE] = spec.hidden_size
     return config
 
 
 def _text_config(spec: ModelSpec, data: dict[str, Any]) -> dict[str, Any]:
     """The text model's keys: every mapped field the spec holds (hf_keys.CONFIG_MAPPING), then what is code."""
-    c: dict[str, Any] = {DTYPE_KEYS[0]: spec.checkpoint.dtype}
+    c: dict[str, Any] = {hf_keys.DTYPE_KEYS[0]: spec.checkpoint.dtype}
     # the vision tower's keys go to vision_config, the media placeholder id only to the top of a composite config
     media = hf_key("token_ids.media_placeholder")
-    text_keys = tuple(k for k in CONFIG_MAPPING if not k.spec.startswith("passthrough.") and k != media)
-    for path, value in written(data, text_keys):
-        place(c, path, value)
+    text_keys = tuple(k for k in hf_keys.CONFIG_MAPPING if not k.spec.startswith("passthrough.") and k != media)
+    for path, value in hf_keys.written(data, text_keys):
+        hf_keys.place(c, path, value)
     # transformers requires attention head counts even for an all-KDA stack
     c.setdefault(hf_key("mla.num_heads").hf, attention_heads(spec))
-    c[KV_HEADS] = attention_heads(spec)
+    c[hf_keys.KV_HEADS] = attention_heads(spec)
     if spec.mla is not None and spec.mla.rope is not None and spec.mla.rope.scaling is not None:
         scaling = spec.mla.rope.scaling.model_dump(exclude={"kind"})
-        c[ROPE_SCALING] = {ROPE_KIND_KEYS[0]: "yarn", **scaling}  # as DeepSeek-V3 writes it
+        c[hf_keys.ROPE_SCALING] = {hf_keys.ROPE_KIND_KEYS[0]: "yarn", **scaling}  # as DeepSeek-V3 writes it
     if spec.moe is not None:
-        c.update({TOPK_METHOD: "noaux_tc" if spec.moe.router.correction_bias else "greedy", GROUPED_TOPK: True})
+        c.update(
+            {
+                hf_keys.TOPK_METHOD: "noaux_tc" if spec.moe.router.correction_bias else "greedy",
+                hf_keys.GROUPED_TOPK: True,
+            }
+        )
     ffn = spec.ffn_kinds
     first_dense = next((i for i, kind in enumerate(ffn) if kind != "dense"), len(ffn))
     # transformers 5.x writes mlp_layer_types and stores the dense MLP under the MoE block's name; keep that pairing.
     simple = ffn == ("dense",) * first_dense + ("moe",) * (len(ffn) - first_dense)
     if simple and spec.checkpoint.dense_block == "mlp":
-        c.update({FIRST_DENSE: first_dense, MOE_FREQ: 1})
+        c.update({hf_keys.FIRST_DENSE: first_dense, hf_keys.MOE_FREQ: 1})
     else:
-        c[MLP_LAYER_TYPES] = [MLP_LAYER_NAMES[kind] for kind in ffn]
-    linear = c.setdefault(LINEAR, {})
+        c[hf_keys.MLP_LAYER_TYPES] = [hf_keys.MLP_LAYER_NAMES[kind] for kind in ffn]
+    linear = c.setdefault(hf_keys.LINEAR, {})
     if spec.kda is not None and spec.kda.output_gate.kind == "full_rank":
-        linear[FULL_RANK_GATE] = True
+        linear[hf_keys.FULL_RANK_GATE] = True
     lists = to_index_lists(spec.attention_kinds)
-    for kind, name in LAYER_LISTS.items():
+    for kind, name in hf_keys.LAYER_LISTS.items():
         linear[name] = lists.get(kind, [])
     if spec.quantization is not None:
-        c[QUANTIZATION] = _quantization_config(spec.quantization)
+        c[hf_keys.QUANTIZATION] = _quantization_config(spec.quantization)
     return c
 
 
 def _quantization_config(q: Any) -> dict[str, Any]:
     return {
-        QUANT_METHOD: q.method,
-        QUANT_FORMAT: q.format,
+        hf_keys.QUANT_METHOD: q.method,
+        hf_keys.QUANT_FORMAT: q.format,
         "quantization_status": "compressed",
-        QUANT_GROUPS: {
+        hf_keys.QUANT_GROUPS: {
             "group_0": {
-                QUANT_FORMAT: q.format,
+                hf_keys.QUANT_FORMAT: q.format,
                 "targets": ["Linear"],
-                QUANT_WEIGHTS: {
-                    QUANT_BITS: q.num_bits,
+                hf_keys.QUANT_WEIGHTS: {
+                    hf_keys.QUANT_BITS: q.num_bits,
                     "type": "float",
-                    QUANT_GROUP_SIZE: q.group_size,
+                    hf_keys.QUANT_GROUP_SIZE: q.group_size,
                     "strategy": "group",
                     "symmetric": True,
                     "dynamic": False,
@@ -183,7 +162,7 @@ def _quantization_config(q: Any) -> dict[str, Any]:
                 },
             }
         },
-        QUANT_IGNORE: list(q.ignore),
+        hf_keys.QUANT_IGNORE: list(q.ignore),
     }
 
 
