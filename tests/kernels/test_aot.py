@@ -41,13 +41,9 @@ def test_compile_cache_and_budget(tmp_path):
     # the compile stage asks for FP fusion itself: with the variable unset, Triton 3.9 has no default to warn about
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_DEFAULT_FP_FUSION")}
     run = subprocess.run(
-        [sys.executable, "-P", "-c", SCRIPT, str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-P", "-c", SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300,
         check=False,
-    )
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert "TRITON_DEFAULT_FP_FUSION" not in run.stderr, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])

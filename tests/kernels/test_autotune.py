@@ -219,13 +219,9 @@ def aot(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"  # silence Triton 3.9's notice; the value is its default
     run = subprocess.run(
-        [sys.executable, "-P", "-c", AOT_SCRIPT, str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-P", "-c", AOT_SCRIPT, str(out)], env=env, capture_output=True, text=True, timeout=600,
         check=False,
-    )
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     return out, json.loads(run.stdout.strip().splitlines()[-1])
 
