@@ -32,10 +32,6 @@ PREFIXES = {
     "dayone.kernels": "kernels",
     "dayone.adapters": "adapters",
     "dayone.templates": "adapters",  # the templates the adapters' generators render (data; no imports)
-    # The framework pin table: the generators stamp its versions into the code they write, so it sits with the
-    # adapters though its folder is pipeline/checks/ (which also fetches those releases). It imports only core, and
-    # this classification keeps it so.
-    "dayone.checks.releases": "adapters",
     "dayone.commands": "commands",
     "dayone.cli": "cli",
     "dayone.__main__": "cli",
@@ -255,7 +251,7 @@ def test_each_layer_is_where_the_picture_puts_it():
     by_layer = {layer: {m for m in modules if layer_of(m) == layer} for layer in LAYERS}
     assert by_layer["core"] == {"dayone", *(m for m in modules if m.startswith("dayone.core"))}
     assert "dayone.spec.schema" in by_layer["spec"] and "dayone.kernels.kda" in by_layer["kernels"]
-    assert {"dayone.adapters.weightmap", "dayone.templates", "dayone.checks.releases"} <= by_layer["adapters"]
+    assert {"dayone.adapters.weightmap", "dayone.templates", "dayone.adapters.pins"} <= by_layer["adapters"]
     assert {"dayone.present", "dayone.checkpoint.spec_source", "dayone.run.stages"} <= by_layer["domain"]
     assert "dayone.commands.run_cmd" in by_layer["commands"] and "dayone.cli" in by_layer["cli"]
     assert "dayone.programs.megatron.verify" in by_layer["domain"]  # a program run in a peer: it composes synth

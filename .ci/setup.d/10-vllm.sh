@@ -9,9 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# The pin lives in one table (dayone.checks.releases.RELEASES); the generators and the checks read it too.
+# The pin lives in one table (dayone.adapters.pins.RELEASES); the generators and the checks read it too.
 read -r version dist < <(.venv/bin/python -c \
-  'from dayone.checks.releases import RELEASES; r = RELEASES["vllm"]; print(r.version, r.cpu_build)')
+  'from dayone.adapters.pins import RELEASES; r = RELEASES["vllm"]; print(r.version, r.cpu_build)')
 peer=.venv/peers/vllm
 py=$peer/bin/python
 stamp="$peer/.dayone-$dist-$version"

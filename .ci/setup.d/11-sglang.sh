@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The pinned SGLang release as a peer environment (.venv/peers/sglang, its own python), the judge of the generated
-# SGLang adapters (pipeline/conform/probes/sglang_probe.py runs in it). Installed with --no-deps plus only what
+# SGLang adapters (pipeline/programs/engines/sglang_probe.py runs in it). Installed with --no-deps plus only what
 # `sglang.srt` model code needs to import and build a model on a CPU. SGLang's import chain needs torchvision,
 # whose index builds need the CUDA torch 2.14.1: both wheels, and the CUDA libraries torch links against, lie on
 # this machine's disk (pip takes them without a download) and import and run on a CPU. No other torch is pulled.
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 # The pin lives in one place: dayone's release table (the API checks and the generator read it too).
-version=$(.venv/bin/python -c 'from dayone.checks.releases import RELEASES; print(RELEASES["sglang"].version)')
+version=$(.venv/bin/python -c 'from dayone.adapters.pins import RELEASES; print(RELEASES["sglang"].version)')
 peer=.venv/peers/sglang
 # What torch 2.14.1 loads at import (libtorch links these), at the versions its metadata names.
 cuda_libs=(nvidia-cublas==13.1.1.3 nvidia-cudnn-cu13==9.24.0.43 nvidia-cufft==12.0.0.61 nvidia-cufile==1.15.1.6

@@ -11,8 +11,8 @@ cd "$(dirname "$0")/../.."
 # where dayone.adapters.megatron.peer looks for it.
 py=${PYTHON:-.venv/bin/python}
 target=${PEERS_DIR:-.venv/peers}/megatron
-# The pins live in one table (dayone.checks.releases.RELEASES); the generators and the checks read it too.
-pin() { "$py" -c "from dayone.checks.releases import RELEASES; print(RELEASES['$1'].version)"; }
+# The pins live in one table (dayone.adapters.pins.RELEASES); the generators and the checks read it too.
+pin() { "$py" -c "from dayone.adapters.pins import RELEASES; print(RELEASES['$1'].version)"; }
 core=$(pin megatron-core)
 bridge=$(pin megatron-bridge)
 if [ -d "$target/megatron_core-$core.dist-info" ] && [ -d "$target/megatron_bridge-$bridge.dist-info" ] \

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from dayone.checks.releases import RELEASES
+from dayone.adapters.pins import RELEASES
 
 CORE = RELEASES["megatron-core"]
 RELEASE = f"megatron_core-{CORE.version}.dist-info"  # what 30-megatron.sh installs, from the same table

@@ -12,10 +12,10 @@ bridge (Megatron-Bridge discovers bridges by import only).
 from __future__ import annotations
 
 from dayone.adapters.megatron.config import model_fields
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common
 from dayone.adapters.targets.miles import standalone
 from dayone.adapters.weightmap import build_weight_map
-from dayone.checks.releases import RELEASES
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 

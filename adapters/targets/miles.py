@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dayone.adapters.megatron import vendor
 from dayone.adapters.megatron.config import model_fields
+from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.adapters.targets import common
 from dayone.adapters.weightmap import build_weight_map
-from dayone.checks.releases import RELEASES, TARGET_RELEASES
 from dayone.spec.layout import to_expression
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec

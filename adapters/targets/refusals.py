@@ -7,8 +7,8 @@ checks, no torch: `integrate run` asks them before any stage runs, and each gene
 from __future__ import annotations
 
 from dayone.adapters.megatron.refusals import megatron_refusals
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common
-from dayone.checks.releases import RELEASES
 from dayone.spec.schema import ModelSpec
 
 # vLLM's KimiGatedDeltaNetAttention sizes its low-rank gate factors by head_dim and accepts safe-gate lower bounds in

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common
 from dayone.adapters.targets.refusals import sglang_refusals
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
-from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 

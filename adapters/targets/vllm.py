@@ -13,10 +13,10 @@ table (layout "vllm") names that layer's parameters.
 
 from __future__ import annotations
 
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common
 from dayone.adapters.targets.refusals import vllm_refusals
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map
-from dayone.checks.releases import RELEASES
 from dayone.core.errors import InputError
 from dayone.spec.schema import ModelSpec
 

@@ -19,12 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.adapters.targets.common import LINE_LENGTH
 from dayone.adapters.weightmap.check import check_table
 from dayone.adapters.weightmap.layouts import VLLM_ROUTED_EXPERTS
 from dayone.checks.api import FileCheck, SourceTree
 from dayone.checks.protocols import REGISTRY_PROTOCOLS, check_protocols, check_quantized_names
-from dayone.checks.releases import RELEASES, TARGET_RELEASES, sources
+from dayone.checks.releases import sources
 from dayone.checks.sglang_protocol import check_sglang_model
 from dayone.conform.results import TargetReport
 from dayone.present import step

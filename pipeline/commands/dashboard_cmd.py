@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 from dayone.dashboard.matrix import build_matrix
-from dayone.dashboard.reports import load_reports
 from dayone.dashboard.serve import make_server
 from dayone.dashboard.site import build_site
 from dayone.present import console, emit_json, plain, shown
+from dayone.reports.files import load_reports
 from dayone.spec.planner import GPUS
 
 

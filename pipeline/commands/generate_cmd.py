@@ -110,7 +110,7 @@ def _conform(check: TargetCheck, target: str, root: Path, source: str, spec: Mod
 
 def _write_reports(path: Path, spec: ModelSpec, results: list[Generated]) -> None:
     from dayone.core.atomic import write_atomic
-    from dayone.dashboard.reports import Report, now
+    from dayone.reports.model import Report, now
 
     created = now()
     reports = [

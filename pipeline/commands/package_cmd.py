@@ -58,7 +58,7 @@ def package(outdir, dist, spec_arg, revision, public_version, report, as_json) -
 
 
 def _write_reports(path: Path, result, error: str | None) -> None:
-    from dayone.dashboard.reports import Report, now
+    from dayone.reports.model import Report, now
 
     created = now()
     if result is None:

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import click
 from dayone.core.errors import InputError
-from dayone.dashboard.reports import Report, now, write_report
 from dayone.present import console, emit_json, error_document, human_bytes, plain, shown
 from dayone.release import PublishError
 from dayone.release.github import PublishResult
 from dayone.release.github import publish as publish_release
 from dayone.release.hub import HubResult, upload_to_hub
+from dayone.reports.files import write_report
+from dayone.reports.model import Report, now
 from rich.table import Table
 
 REPO_SLUG = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")

@@ -222,8 +222,8 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
     is not this run's result)."""
     from dayone.core.atomic import staged_folder
     from dayone.core.vocabulary import NOT_RUN
-    from dayone.dashboard.reports import load_reports, write_report
     from dayone.dashboard.site import build_site
+    from dayone.reports.files import load_reports, write_report
     from dayone.run.runner import DONE
 
     report = {
@@ -256,7 +256,7 @@ def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:
     with the stage's message, never shows as a pass or as missing. Conformance and the engines' validate cells are
     of the engines only (a training target's numerics are generate --check's)."""
     from dayone.core.vocabulary import FAIL, NOT_RUN, STAGES, TARGETED_STAGES
-    from dayone.dashboard.reports import Report
+    from dayone.reports.model import Report
 
     wrote = {(p.parent.name, _report_target(p)) for p in files}
     out = []

@@ -46,7 +46,7 @@ def validate(
     """Validate CHECKPOINT's numbers: CANDIDATE tier vs REFERENCE on fixed token sequences (teacher forcing)."""
     from dayone.checkpoint import open_checkpoint
     from dayone.checkpoint.spec_source import spec_for_checkpoint
-    from dayone.dashboard.reports import write_report
+    from dayone.reports.files import write_report
     from dayone.validate import Options
     from dayone.validate import validate as run
     from dayone.validate.report import print_report

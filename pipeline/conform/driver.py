@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
 from dayone.checkpoint.reader import open_local
-from dayone.checks.releases import RELEASES
 from dayone.conform import judge, peers
 from dayone.conform.forward import References, engine_prompts, judge_forward
 from dayone.conform.results import LEVELS, Level, MalformedProbeOutput, Run, TargetReport, read_run

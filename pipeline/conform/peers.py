@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROBES = Path(__file__).resolve().parent / "probes"
+# The engines' programs: scripts each peer runs with its own python (dayone.programs.engines, never imported).
+PROBES = Path(__file__).resolve().parents[1] / "programs" / "engines"
 # The script that installs each peer environment, from the repository root (.ci/setup runs them all).
 SETUP_SCRIPTS = {"vllm": ".ci/setup.d/10-vllm.sh", "sglang": ".ci/setup.d/11-sglang.sh"}
 

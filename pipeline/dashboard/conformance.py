@@ -17,7 +17,7 @@ from typing import Any
 from dayone.conform.results import LEVELS
 from dayone.dashboard.matrix import ModelRows
 from dayone.dashboard.names import slug
-from dayone.dashboard.reports import ConformRun, Report
+from dayone.reports.model import ConformRun, Report
 
 REFIT = "refit"
 

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from dayone.core.vocabulary import NOT_RUN, PARTIAL, STAGES, TARGETED_STAGES
 from dayone.dashboard.names import page_name
-from dayone.dashboard.reports import NEEDS_WEIGHTS, TARGETS, LevelRow, Report
+from dayone.reports.model import NEEDS_WEIGHTS, TARGETS, LevelRow, Report
 
 HISTORY = 8  # runs shown as marks per cell
 WAITING = "waiting for weights"

@@ -20,9 +20,9 @@ from dayone.core.vocabulary import ARCHS, NOT_RUN, TARGETED_STAGES
 from dayone.dashboard.chart import floor_svg, small_multiples
 from dayone.dashboard.conformance import conform_matrix, in_ladder, run_anchor
 from dayone.dashboard.matrix import HISTORY, WAITING, ModelRows, build_matrix
-from dayone.dashboard.reports import Report
 from dayone.dashboard.scale import scale_of
 from dayone.present import human_bytes, human_count
+from dayone.reports.model import Report
 
 MARKER = ".dayone-dashboard"  # says "this folder is ours to replace"
 STATIC = ("style.css",)

@@ -1,7 +1,7 @@
 """What each target's package declares about its framework.
 
 The framework is an extra pinned to the release(s) `integrate generate --check` checked the code against
-(dayone.checks.releases), not a plain requirement: people install an adapter into an environment that already has
+(dayone.adapters.pins), not a plain requirement: people install an adapter into an environment that already has
 its SGLang / vLLM / Megatron (often a CUDA-specific build or a container image), and a hard requirement would let
 pip replace it. `pip install "<package>[<extra>]"` brings the checked release. The plain requirements are the
 generated pyproject's `project.dependencies` (discover.Adapter.requirements): torch, unpinned for the same reason,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dayone.checks.releases import RELEASES, TARGET_RELEASES
+from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.core.vocabulary import TARGET_TITLES
 
 

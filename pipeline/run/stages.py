@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dayone.checkpoint.reader import Checkpoint
 from dayone.core.vocabulary import ENGINES, FAIL, NOT_RUN, PARTIAL, PASS
-from dayone.dashboard.reports import Report
+from dayone.reports.model import Report
 from dayone.run.options import Publish
 from dayone.run.runner import Stage, StageResult, file_digest
 from dayone.spec.registry import spec_to_dict, spec_to_yaml
@@ -174,7 +174,7 @@ def generate_stage(ctx: RunContext) -> Stage:
         return StageResult(status, summary, {"targets": list(ctx.targets)})
 
     def inputs() -> dict:
-        from dayone.checks.releases import RELEASES, TARGET_RELEASES
+        from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 
         # The framework releases the static checks parse (the pins): a new pin rechecks.
         return {"targets": ctx.targets, "pins": {t: [RELEASES[r].key for r in TARGET_RELEASES[t]] for t in ctx.targets}}
@@ -217,13 +217,14 @@ def conform_stage(ctx: RunContext) -> Stage:
         return StageResult(status, "; ".join(lines) or "no engine target")
 
     def inputs() -> dict:
-        from dayone.checks.releases import RELEASES
+        from dayone.adapters.pins import RELEASES
 
         return {"checkpoint": ctx.checkpoint_digest, "targets": ctx.targets,
                 "pins": {t: RELEASES[t].key for t in ("sglang", "vllm")}}  # fmt: skip
 
-    # The probes are scripts the peers run (never imported): the whole folder is the code, with the driver's imports.
-    return Stage("conform", inputs, run, after=("generate",), code=("dayone.conform.driver", "dayone.conform.*"))
+    # The probes are scripts the peers run (never imported): their whole folder is the code, with the driver's imports.
+    code = ("dayone.conform.driver", "dayone.conform.*", "dayone.programs.engines.*")
+    return Stage("conform", inputs, run, after=("generate",), code=code)
 
 
 def _failed_conformance(conform: Path) -> dict[str, str]:

@@ -4,8 +4,8 @@ the first layer and capture point where a metric breaks; and its human rendering
 from __future__ import annotations
 
 from dayone.core.numerics import TOLERANCES
-from dayone.dashboard.reports import Report, now
 from dayone.present import console, shown
+from dayone.reports.model import Report, now
 from dayone.validate.floor import FLOOR_DESCRIPTION, FLOOR_K, judge
 from rich.table import Table
 

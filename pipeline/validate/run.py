@@ -23,8 +23,8 @@ from dayone.checkpoint.reader import Checkpoint
 from dayone.core import vocabulary
 from dayone.core.errors import InputError
 from dayone.core.vocabulary import Point, layer_point
-from dayone.dashboard.reports import Report
 from dayone.present import step
+from dayone.reports.model import Report
 from dayone.spec.schema import ModelSpec
 from dayone.validate import distributed
 from dayone.validate.floor import FLOOR_TIER, figures

@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv" / "peers" / "sglang" / "bin" / "python"
-PROBE = ROOT / "pipeline" / "conform" / "probes" / "sglang_probe.py"
+PROBE = ROOT / "pipeline" / "programs" / "engines" / "sglang_probe.py"
 YARN = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 32768}
 DEEPSEEK_YARN = {**YARN, "rope_type": "deepseek_yarn"}
 

@@ -1,6 +1,6 @@
 """SGLang's forward level: the generated SGLang model class generating inside SGLang's parallel state (its peer
 environment, .ci/setup.d/11-sglang.sh), fed scheduler-shaped ForwardBatch objects (extend, then decode) with SGLang's
-torch-native attention backend and KV pools (pipeline/conform/probes/sglang_forward.py), judged by the conformance
+torch-native attention backend and KV pools (pipeline/programs/engines/sglang_forward.py), judged by the conformance
 driver against dayone's reference tier: fp32 greedy tokens identical and every log-prob within 1e-4, at world size 1
 and 2 (gloo), for both shipped specs at tiny scale. The layers SGLang has only as GPU kernels (KDA, MoE, MXFP4) run
 through the generated package's CPU paths, which compute with dayone's references shipped in the package; a mistake

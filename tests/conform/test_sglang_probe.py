@@ -1,4 +1,4 @@
-"""SGLang 0.5.23 is the judge of the generated SGLang adapters. The probe (pipeline/conform/probes/sglang_probe.py)
+"""SGLang 0.5.23 is the judge of the generated SGLang adapters. The probe (pipeline/programs/engines/sglang_probe.py)
 runs in SGLang's own environment (.venv/peers/sglang) and reports discovered / accepted / built / forward and dumps
 what SGLang's load_weights left; loaded is judged by the conformance driver's judge (pipeline/conform/judge.py):
 every parameter bitwise equal to the weight map walked over the checkpoint for that rank, each weight loader
@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import torch
 from conform_fixtures import YARN_ROPE
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common, sglang
 from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
-from dayone.checks.releases import RELEASES
 from dayone.conform import judge as conform_judge
 from dayone.conform import peers
 from dayone.conform.driver import conform_target
@@ -40,7 +40,7 @@ from safetensors_folder import read_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv" / "peers" / "sglang" / "bin" / "python"
-PROBE = ROOT / "pipeline" / "conform" / "probes" / "sglang_probe.py"
+PROBE = ROOT / "pipeline" / "programs" / "engines" / "sglang_probe.py"
 
 
 def generate(spec: ModelSpec, root: Path) -> Path:

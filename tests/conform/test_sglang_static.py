@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dayone.adapters import pins
 from dayone.adapters.targets import common, sglang
 from dayone.adapters.weightmap import layouts
 from dayone.checks import releases
@@ -20,7 +21,7 @@ from test_sglang_probe import tiny_spec
 
 @pytest.fixture(scope="module")
 def tree() -> SourceTree:
-    return SourceTree([releases.sources(releases.RELEASES["sglang"])])
+    return SourceTree([releases.sources(pins.RELEASES["sglang"])])
 
 
 @pytest.fixture(scope="module")

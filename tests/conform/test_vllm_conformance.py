@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from conform_fixtures import EXPERT_PARALLEL_AT_WS2
 from conftest import SPECS
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import common
-from dayone.checks.releases import RELEASES
 from dayone.conform.driver import cell_details
 
 

@@ -13,7 +13,7 @@ from cli_runner import assert_bad_input, integrate
 from dayone.dashboard.chart import numerics_svg
 from dayone.dashboard.matrix import build_matrix
 from dayone.dashboard.names import page_name
-from dayone.dashboard.reports import load_reports
+from dayone.reports.files import load_reports
 from sample_reports import K3, LINEAR, RUN, conform_reports, report, resources, write_sample_reports
 
 
@@ -363,7 +363,8 @@ def test_a_report_names_this_machines_folders_instead_of_spelling_them_out(tmp_p
     from pathlib import Path
 
     import dayone
-    from dayone.dashboard.reports import Report, write_report
+    from dayone.reports.files import write_report
+    from dayone.reports.model import Report
 
     venv, tree = Path(sys.prefix).resolve(), Path(dayone.__file__).resolve().parents[1]
     quoted = f'File "{venv}/lib/site.py", line 1; File "{tree}/adapters/model/layer.py", line 2'

@@ -7,8 +7,8 @@ import json
 
 from dayone.core.errors import InputError
 from dayone.dashboard.matrix import MALFORMED, build_matrix
-from dayone.dashboard.reports import load_reports
 from dayone.dashboard.site import build_site
+from dayone.reports.files import load_reports
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sample_reports import report

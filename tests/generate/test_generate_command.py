@@ -6,8 +6,8 @@ import json
 
 import pytest
 from cli_runner import PROGRESS, assert_bad_input, integrate
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import TARGETS, generator
-from dayone.checks.releases import RELEASES
 from dayone.spec.registry import load_spec
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from dayone.adapters import pins
 from dayone.adapters.targets import common, vllm
 from dayone.adapters.weightmap import layouts
 from dayone.checks import releases
@@ -18,7 +19,7 @@ from dayone.spec.registry import load_spec
 
 @pytest.fixture(scope="module")
 def release():
-    return SourceTree([releases.sources(releases.RELEASES["vllm"])])
+    return SourceTree([releases.sources(pins.RELEASES["vllm"])])
 
 
 def test_star_import_follows_all(tmp_path):

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from dayone.adapters import pins
 from dayone.checks import releases
 from dayone.checks.api import FileCheck, SourceTree
 
@@ -101,7 +102,7 @@ def test_catches_missing_symbols_and_keywords(fake_release, tmp_path):
 
 def test_the_cache_is_reused_without_downloading(tmp_path, monkeypatch):
     monkeypatch.setenv("DAYONE_CACHE", str(tmp_path))
-    release = releases.Release("fakepkg", "1.0", "wheel", ("fakepkg",))
+    release = pins.Release("fakepkg", "1.0", "wheel", ("fakepkg",))
     calls = []
 
     def fake_download(rel, into):
@@ -126,7 +127,7 @@ def test_planted_mistakes_against_the_pinned_sglang(tmp_path):
     from dayone.adapters.targets import sglang
     from dayone.spec.registry import load_spec
 
-    tree = SourceTree([releases.sources(releases.RELEASES["sglang"])])
+    tree = SourceTree([releases.sources(pins.RELEASES["sglang"])])
     text = sglang.files(load_spec("kimi-linear-48b-a3b"))["dayone_kimi_linear_48b_a3b_sglang/model.py"]
     planted = text.replace("RMSNorm(DIMS.hidden, eps=", "RMSNorm(DIMS.hidden, epsilon=", 1).replace(
         "import StandardTopKOutput", "import StandardTopKOutputs"

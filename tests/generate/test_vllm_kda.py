@@ -9,10 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from dayone.adapters.pins import RELEASES
 from dayone.adapters.targets import vllm
 from dayone.adapters.weightmap import build_weight_map
 from dayone.checks.api import FileCheck, SourceTree
-from dayone.checks.releases import RELEASES, sources
+from dayone.checks.releases import sources
 from dayone.core.errors import InputError
 from dayone.spec.registry import load_spec
 from generate_fixtures import parallel_k3_spec

@@ -178,13 +178,14 @@ def test_a_traceback_printed_after_the_command_is_redacted_too():
 @pytest.mark.parametrize("mode", ["json-200", "list-200", "html-200", "json-500", "close"])
 def test_a_package_index_answering_nonsense_is_one_error(tmp_path, monkeypatch, mode):
     """The static checks fetch an sdist listing from a package index (DAYONE_INDEX_URL): remote JSON like any other."""
+    from dayone.adapters import pins
     from dayone.checks import releases
     from dayone.core.errors import InputError
 
     with EchoServer(mode) as index:
         monkeypatch.setenv("DAYONE_INDEX_URL", index.url)
         with pytest.raises(InputError) as err:
-            releases._download_sdist(releases.Release("vllm", "0.33.0", "sdist", ("vllm",)), tmp_path)
+            releases._download_sdist(pins.Release("vllm", "0.33.0", "sdist", ("vllm",)), tmp_path)
     assert "\n" not in str(err.value) and str(err.value).startswith("vllm-0.33.0: ")
 
 

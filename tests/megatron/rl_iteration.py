@@ -1,7 +1,7 @@
 """One RL iteration as Miles runs it, with vLLM as the rollout engine, on the tiny K3 stand-in (fp32, CPU).
 
 The checkpoint (dayone's synth, experts unquantized: training holds them in float) is served by one vLLM session
-with the generated vLLM adapter (pipeline/conform/probes/vllm_rl_session.py, the vLLM peer): it samples the
+with the generated vLLM adapter (pipeline/programs/engines/vllm_rl_session.py, the vLLM peer): it samples the
 rollout and scores it. Meanwhile the trainer (dayone.programs.megatron.miles_trainer, the megatron peer) builds the
 Megatron model through the generated Miles package, syncs its weights through Miles' own converter entry (the
 pinned Miles files in tests/data with the package's dispatch patch applied), scores the rollout, takes one SGD step
@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MEGATRON_PEER = ROOT / ".venv" / "peers" / "megatron"
 MILES_FILES = ROOT / "tests" / "data" / "vendor" / "miles-c7969ad1f"
-SESSION = ROOT / "pipeline" / "conform" / "probes" / "vllm_rl_session.py"
+SESSION = ROOT / "pipeline" / "programs" / "engines" / "vllm_rl_session.py"
 SPEC = "kimi-k3"
 # Prompts of different lengths, each sampled for 8 tokens (Miles' responses): 3 samples, 24 response tokens.
 PROMPTS = [[5, 17, 33, 9, 120], [7, 8, 9, 10, 11, 12, 13, 14, 200, 3, 4, 5], [40, 41, 2, 99, 150, 151, 30, 31, 64]]

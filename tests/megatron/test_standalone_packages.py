@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from dayone.adapters.megatron import vendor
 from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.adapters.targets import common, megatron_bridge, miles
-from dayone.checks.releases import RELEASES, TARGET_RELEASES
 from dayone.programs.megatron import check_bridge
 from dayone.programs.megatron.verify import synthetic_checkpoint, tiny_stand_in
 from dayone.spec.registry import load_spec, spec_to_dict

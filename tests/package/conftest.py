@@ -22,7 +22,7 @@ def validate_report() -> dict:
 
 
 def resources() -> dict:
-    """`integrate compile`'s resources.json shape (read by dayone.dashboard.reports as compile reports)."""
+    """`integrate compile`'s resources.json shape (read by dayone.reports.files as compile reports)."""
     row = {"kernel": "kda_chunk_fwd", "config": "BT=64,num_warps=4", "arch": "sm_90", "registers": 128,
            "shared_bytes": 98304, "spill_bytes": 0}  # fmt: skip
     return {"stage": "compile", "spec": "kimi-k3", "archs": ["sm_90"], "ok": True, "kernels": [row], "seconds": 1.0}

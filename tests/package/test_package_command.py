@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from cli_runner import PROGRESS, assert_bad_input, integrate
 from conftest import REVISION
-from dayone.checks.releases import RELEASES, TARGET_RELEASES
-from dayone.dashboard.reports import load_reports
+from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.package import version as versions
 from dayone.package.stage import SUMS
+from dayone.reports.files import load_reports
 
 TARGETS = ("sglang", "vllm", "miles", "megatron-bridge")
 VERSION = f"0.1.0+spec.f020b2a7.rev.{REVISION[:12]}"

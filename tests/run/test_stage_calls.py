@@ -74,7 +74,7 @@ def test_stages_read_nothing_again(stage, tiny, tmp_path, monkeypatch):
 def test_validate_returns_a_typed_report_of_the_objects_it_is_given(tiny, monkeypatch):
     """validate() takes the open Checkpoint and the ModelSpec (never a path or a spec name to read again) and returns
     a Verdict holding the dashboard Report itself, not a dict for the caller to parse."""
-    from dayone.dashboard.reports import Report
+    from dayone.reports.model import Report
     from dayone.validate import Options, Verdict, validate
 
     checkpoint = open_checkpoint(str(tiny))

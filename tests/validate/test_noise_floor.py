@@ -65,7 +65,7 @@ def test_near_tied_routers_are_noise_not_a_bug(near_tied):
     assert {"candidate_rel_rms", "floor_rel_rms", "candidate_topk_agreement", "floor_topk_agreement"} <= set(layers[1])
     assert d["seconds"]["floor"] > 0
     # the human report gives both end-to-end views and the floor
-    from dayone.dashboard.reports import Report
+    from dayone.reports.model import Report
     from dayone.validate import report as rendering
 
     with rendering.console.capture() as captured:
