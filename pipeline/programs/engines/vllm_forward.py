@@ -45,6 +45,12 @@ def _line(err: BaseException) -> str:
 def _engine(args):
     from vllm import LLM
 
+    if not args.builtin:
+        from vllm.plugins import load_general_plugins
+        from vllm_probe import _architecture, inspect_model_class_here
+
+        load_general_plugins()  # the adapter's entry point registers its class (vLLM loads plugins once a process)
+        inspect_model_class_here(_architecture(args.checkpoint))
     prompts = json.loads(args.prompts.read_text())
     longest = max(len(p["prompt"]) + p["max_tokens"] for p in prompts)
     running = args.max_num_seqs or len(prompts)
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.package_site is None) == (not args.builtin):
         parser.error("give --package-site or --builtin")
     args.out.mkdir(parents=True, exist_ok=True)
-    peer_environment(None if args.builtin else args.package_site)
+    peer_environment(None if args.builtin else args.package_site, args.out)
     if args.world_size == 1:
         # One worker: vLLM's engine core runs in this process (the scheduler, model runner and worker are the same
         # code, without the engine's IPC process). On a small CPU machine the default busy-polling engine process
@@ -169,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def peer_environment(package_site: Path | None) -> None:
+def peer_environment(package_site: Path | None, out: Path) -> None:
     """This process's settings for an engine session with the adapter installed at `package_site` (None: vLLM's
-    own model class, no plugin)."""
+    own model class, no plugin), writing under `out`."""
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     if package_site is None:
         os.environ["VLLM_PLUGINS"] = ""  # no plugin: the architecture resolves to vLLM's own class
@@ -179,9 +185,10 @@ def peer_environment(package_site: Path | None) -> None:
         sys.path.insert(0, str(package_site))
         # vLLM's engine and its TP workers are new processes: they find the adapter through PYTHONPATH.
         os.environ["PYTHONPATH"] = os.pathsep.join([str(package_site), os.environ.get("PYTHONPATH", "")])
-        from vllm_probe import _plugin  # the sibling probe's entry-point lookup (this folder is on sys.path)
+        from vllm_probe import _plugin, model_info_cache  # the sibling probe's (this folder is on sys.path)
 
         os.environ["VLLM_PLUGINS"] = _plugin(package_site)[0]  # only the adapter's plugin runs in the peer
+        model_info_cache(out)
     # collective_rpc sends functions (record_first_step, a refit's weight load) to the engine's workers by value
     # (cloudpickle), which vLLM allows only when asked: this process and its engine are the probe's own.
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"

@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait", type=float, default=900.0, help="seconds to wait for --refit")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args(argv)
-    args.world_size, args.max_num_seqs, args.expert_parallel = 1, MAX_NUM_SEQS, False  # what _engine reads
+    args.world_size, args.max_num_seqs, args.expert_parallel, args.builtin = 1, MAX_NUM_SEQS, False, False  # _engine's
     args.out.mkdir(parents=True, exist_ok=True)
-    peer_environment(args.package_site)
+    peer_environment(args.package_site, args.out)
     result: dict = {"status": "ran", "detail": "", "requests": []}
     try:
         run(args, result)
