@@ -161,12 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --package-site or --builtin")
     args.out.mkdir(parents=True, exist_ok=True)
     peer_environment(None if args.builtin else args.package_site, args.out)
-    if args.world_size == 1:
-        # One worker: vLLM's engine core runs in this process (the scheduler, model runner and worker are the same
-        # code, without the engine's IPC process). On a small CPU machine the default busy-polling engine process
-        # and its worker compete with the model for the cores: 86 s against 27 s for the same tokens and log-probs,
-        # bitwise, on 2 cores. Larger world sizes need vLLM's multiprocess executor and keep it.
-        os.environ.setdefault(MULTIPROCESSING, "0")
+    # vLLM's engine core runs in this process (the scheduler, model runner and workers are the same code, without
+    # the engine's IPC process). On a small CPU machine the default busy-polling engine process competes with the
+    # model for the cores: at world size 1, 86 s against 27 s for the same tokens and log-probs, bitwise, on 2 cores.
+    # Larger world sizes keep vLLM's multiprocess executor: its workers are processes of their own either way.
+    os.environ.setdefault(MULTIPROCESSING, "0")
     try:
         result = run(args)
     except Exception as err:  # noqa: BLE001 -- the level's one line; the traceback beside it
