@@ -219,6 +219,10 @@ def record_first_step(model, path: Path, positions_of) -> None:
 
 def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, prompts: str, dtype: str, out: str,
               expert_parallel: bool):  # fmt: skip
+    import torch
+    from cores import per_rank  # this folder is on sys.path
+
+    torch.set_num_threads(per_rank(world))
     sys.path.insert(0, site)
     import sglang_probe as probe
 

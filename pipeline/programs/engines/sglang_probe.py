@@ -447,6 +447,10 @@ def atomic_json(path: Path, data: dict) -> None:
 
 
 def rank_main(rank: int, world: int, port: int, site: str, checkpoint: str, out: str, expert_parallel: bool) -> None:
+    import torch
+    from cores import per_rank  # this folder is on sys.path
+
+    torch.set_num_threads(per_rank(world))
     sys.path.insert(0, site)
     package = package_name(Path(site))
     os.environ["SGLANG_EXTERNAL_MODEL_PACKAGE"] = package

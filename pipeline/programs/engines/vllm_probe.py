@@ -190,6 +190,7 @@ def run_rank(rank: int, args, port: int) -> None:
 
 def _rank(rank: int, args, port: int, out: dict) -> None:
     import torch
+    from cores import per_rank  # this folder is on sys.path
     from safetensors.torch import save_file
     from vllm.config import LoadConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
@@ -199,6 +200,7 @@ def _rank(rank: int, args, port: int, out: dict) -> None:
 
     load_general_plugins()  # a spawned rank is a fresh process: vLLM loads its plugins in every process it starts
     world = args.world_size
+    torch.set_num_threads(per_rank(world))
     config = model_config(args.checkpoint)
     load = LoadConfig(load_format="safetensors", model_loader_extra_config={"enable_weights_track": True})
     vllm_config = VllmConfig(
