@@ -79,26 +79,28 @@ def model_info_cache(out: Path) -> None:
     os.environ["VLLM_CACHE_ROOT"] = str(out / "vllm-cache")
 
 
-def inspect_model_class_here(arch: str) -> None:
+def inspect_model_class_here(arch: str) -> str:
     """vLLM inspects a lazily registered model class (a plugin's "module:Class") in a fresh interpreter, so that the
     engine's parent never initialises CUDA, and caches what it found (_ModelInfo) under VLLM_CACHE_ROOT. On a CPU
     there is no CUDA to keep uninitialised, and that interpreter (vLLM and the adapter imported again) was 12 s of a
     40 s probe. The same inspection runs here, where the class is imported anyway, and is left in the cache where
-    vLLM's ModelConfig reads it. Whatever fails here is left for vLLM's own path to report."""
-    import importlib.util
-
-    from vllm import ModelRegistry
-    from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelInfo
-
-    model = ModelRegistry.models.get(arch)
-    if not isinstance(model, _LazyRegisteredModel):
-        return
+    vLLM's ModelConfig reads it. It uses vLLM's private registry API (the pinned release's): whatever fails here,
+    a renamed helper included, is left to vLLM's own path, which runs and reports it. Returns what happened."""
     try:
+        import importlib.util
+
+        from vllm import ModelRegistry
+        from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelInfo
+
+        model = ModelRegistry.models.get(arch)
+        if not isinstance(model, _LazyRegisteredModel):
+            return "vLLM's own: the class is not lazily registered"
         source = Path(importlib.util.find_spec(model.module_name).origin)
         info = _ModelInfo.from_model_cls(model.load_model_cls())
-    except Exception:  # noqa: BLE001 -- vLLM's subprocess inspection then runs and reports it
-        return
-    model._save_modelinfo_to_cache(info, model._get_modelinfo_module_hash(source))
+        model._save_modelinfo_to_cache(info, model._get_modelinfo_module_hash(source))
+    except Exception as err:  # noqa: BLE001 -- vLLM's subprocess inspection then runs and reports it
+        return f"left to vLLM's subprocess: {_line(err)}"
+    return "inspected in the probe's process"
 
 
 def discover_and_accept(args, result: dict) -> bool:
@@ -118,7 +120,7 @@ def discover_and_accept(args, result: dict) -> bool:
         if not cls.__module__.startswith(package + "."):
             raise LookupError(f"{arch!r} resolves to {cls.__module__}.{cls.__name__}, not to the adapter {package}")
         facts |= {"plugin": f"{name} = {value}", "class": f"{cls.__module__}.{cls.__qualname__}", "package": package}
-        inspect_model_class_here(arch)
+        facts["model_info"] = inspect_model_class_here(arch)
         levels["discovered"] = _level("pass", f"entry point {name} -> ModelRegistry[{arch}] = {facts['class']}")
     except Exception as err:  # noqa: BLE001 -- every failure is reported as the level's one line
         levels["discovered"] = _level("fail", _line(err))
