@@ -11,6 +11,15 @@ import pytest
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != CHECKOUT]
 
+# Under xdist each worker computes on its share of the cores, and so does everything it starts (`integrate`, the
+# engines' ranks: dayone.programs.engines.cores divides OMP_NUM_THREADS among them). With torch's default thread
+# count, two workers' torch processes on 2 cores spin at each other's barriers: one validate of the tiny K3 took 11 s
+# alone and 566 s beside a second (the README run's validate: 9.5 s alone, 126 s in the suite). Set before torch is
+# imported (libgomp reads it once); a value the user set is kept.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _workers)))
+
 # Triton decides when it decorates a kernel whether the kernel is interpreted, and test modules of any folder import
 # kernel modules while being collected (through adapters.rl, validate, ...): the interpreter flag of the session's
 # test device (DAYONE_TEST_DEVICE, tests/kernels/conftest.py) is settled here, before any collection, and only here,

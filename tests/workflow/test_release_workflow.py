@@ -67,14 +67,20 @@ def run_workflow(root: Path, origin: Path, event: Event, github: FakeGitHub, **e
     """The framework releases the static checks read come from this machine's dayone cache (filled by the README
     run, with the network a hosted runner has), the GitHub API is the fake. Compiled kernels come from the test
     session's kernel cache (tests/conftest.py), as they would from a runner's restored cache: a cubin is keyed by all
-    that decides it, so a cached one is the one the run would build (minutes of ptxas a run)."""
+    that decides it, so a cached one is the one the run would build (minutes of ptxas a run). The session's thread
+    share (tests/conftest.py) goes along: floats summed by a different number of threads differ in their last bits,
+    and the release files are compared byte for byte with the README run's, made with that share."""
     runner = Runner(
         root=root, origin=origin, repository=f"{OWNER}/{NAME}", event=event,
         secrets={"GITHUB_TOKEN": TOKEN}, environment_secrets={"huggingface": {"HF_TOKEN": HF_TOKEN}},
         env={"GITHUB_API_URL": github.url, "DAYONE_CACHE": str(cache_dir().parent),
-             KERNEL_CACHE_ENV: os.environ[KERNEL_CACHE_ENV], **extra.pop("env", {})}, **extra,
+             KERNEL_CACHE_ENV: os.environ[KERNEL_CACHE_ENV], **threads(), **extra.pop("env", {})}, **extra,
     )  # fmt: skip
     return runner, runner.run(origin / WORKFLOW)
+
+
+def threads() -> dict[str, str]:
+    return {"OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"]} if "OMP_NUM_THREADS" in os.environ else {}
 
 
 def results(jobs: dict) -> dict[str, str]:

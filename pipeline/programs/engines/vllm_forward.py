@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     peer_environment(None if args.builtin else args.package_site, args.out)
     from cores import per_rank  # this folder is on sys.path
 
-    os.environ.setdefault("OMP_NUM_THREADS", str(per_rank(args.world_size)))  # read by every rank's torch
+    os.environ["OMP_NUM_THREADS"] = str(per_rank(args.world_size))  # read by every rank's torch
     # vLLM's engine core runs in this process (the scheduler, model runner and workers are the same code, without
     # the engine's IPC process). On a small CPU machine the default busy-polling engine process competes with the
     # model for the cores: at world size 1, 86 s against 27 s for the same tokens and log-probs, bitwise, on 2 cores.
