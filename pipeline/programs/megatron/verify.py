@@ -285,6 +285,16 @@ def _gather_vocab(logits: torch.Tensor, tp: int) -> torch.Tensor:
 
 def _finish(report: dict, rank: int, folder: str) -> None:
     Path(folder, f"rank{rank}.json").write_text(json.dumps(report))
+    _leave_group()
+
+
+def _leave_group() -> None:
+    """Gloo shut down before the rank goes on or exits: left to interpreter exit, its teardown can abort (the
+    bridge round trip's ranks did, rarely)."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _free_port() -> int:
@@ -300,7 +310,11 @@ def verify(
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(rank_main, args=(world, tp, ep, spec_name, layers, folder, _free_port(), plant), nprocs=world)
+        args = (world, tp, ep, spec_name, layers, folder, _free_port(), plant)
+        if world == 1:  # the one rank in this process: a spawned interpreter imports torch and megatron again (3 s)
+            rank_main(0, *args)
+        else:
+            mp.spawn(rank_main, args=args, nprocs=world)
         reports = [json.loads(Path(folder, f"rank{r}.json").read_text()) for r in range(world)]
     merged = reports[0]
     merged["failures"] = [f for r in reports for f in r["failures"]]
