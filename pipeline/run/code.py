@@ -4,7 +4,8 @@ template or kernel, the stages that run it are rebuilt and the others are reused
 A stage names what it runs: modules ("dayone.checks.static"), whose dayone imports are followed transitively, and
 folders ("dayone.templates.sglang.*"), every file under a package folder (templates, and packages whose modules are
 imported by name at run time). Imports are found by reading the sources (the `import` and `from ... import` lines,
-lazy ones inside functions included), never by importing them: a cached run stays cheap, with no torch or Triton
+lazy ones inside functions included, and every string that is the whole name of a dayone module: the programs run as
+`python -m dayone.programs...` and modules imported by a name held in a table), never by importing them: a cached run stays cheap, with no torch or Triton
 imported. Modules are located through the import system, so a wheel install and an editable one digest the same
 files.
 """
@@ -22,11 +23,21 @@ _IMPORT = re.compile(r"^[ \t]*import[ \t]+(dayone(?:\.\w+)*)", re.MULTILINE)
 _FROM = re.compile(
     r"^[ \t]*from[ \t]+(\.+\w*(?:\.\w+)*|dayone(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]+)", re.MULTILINE
 )
+_NAMED = re.compile(r"""["'](dayone(?:\.\w+)+)["']""")  # "dayone.programs.megatron.verify", as `-m` runs it
 
 
 def code_digest(entries: tuple[str, ...], follow: bool = True) -> str:
     """sha256 over the relative names and contents of every file the entries reach (follow=False: the modules'
     own files, not what they import)."""
+    files = code_files(entries, follow)
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + _file_hash(files[name]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def code_files(entries: tuple[str, ...], follow: bool = True) -> dict[str, Path]:
+    """{module or package-relative name: file} of every file the entries reach."""
     files: dict[str, Path] = {}
     for entry in entries:
         if entry.endswith(".*"):
@@ -40,10 +51,7 @@ def code_digest(entries: tuple[str, ...], follow: bool = True) -> str:
                 raise ValueError(f"{entry}: no such module")
             for module in _closure(entry) if follow else (entry,):
                 files[module] = _locate(module)
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + _file_hash(files[name]).encode() + b"\n")
-    return h.hexdigest()
+    return files
 
 
 @cache
@@ -122,4 +130,5 @@ def _imports(module: str) -> tuple[str, ...]:
         for name in re.split(r"[,\s()]+", names.split("#")[0]):
             if name and name != "as" and name.isidentifier():
                 found.append(f"{source}.{name}")  # `from pkg import submodule` imports the submodule
+    found += _NAMED.findall(text)
     return tuple(m for m in dict.fromkeys(found) if _locate(m) is not None)
