@@ -39,8 +39,10 @@ if os.environ.get("DAYONE_TEST_DEVICE", "cpu") == "cpu":
 else:
     os.environ.pop("TRITON_INTERPRET", None)  # cuda: kernels compiled for the GPU
 
-# tests/ holds shared helpers (cli_runner) imported by test modules in subfolders.
+# tests/ holds shared helpers (cli_runner) imported by test modules in subfolders; engine_reports' checks are
+# asserts, rewritten as a test module's are so that a failure shows the values.
 sys.path.insert(0, str(Path(__file__).parent))
+pytest.register_assert_rewrite("engine_reports")
 
 # Session fixtures shared across test folders (one demo run per session).
 from readme_demo import readme_demo  # noqa: F401

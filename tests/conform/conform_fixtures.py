@@ -40,9 +40,9 @@ LAYERS = 4
 
 
 # The spec whose experts stay at synth's tiny width (32: one MXFP4 scale group per expert row, as in the README's
-# demo): at world size 2 they do not split by tensor parallelism and the engines spread them by expert parallelism.
-# The other shipped spec's experts are widened so that world size 2 splits every expert over both ranks: each engine
-# runs both ways.
+# demo): at world size 2 they do not split by tensor parallelism and the engines spread them by expert parallelism
+# (the README run's conformance shows it: tests/run/test_demo_conformance.py). The other shipped spec's experts are
+# widened so that world size 2 splits every expert over both ranks: each engine runs both ways.
 EXPERT_PARALLEL_AT_WS2 = "kimi-k3"
 
 

@@ -2,7 +2,8 @@
 environment, .ci/setup.d/11-sglang.sh), fed scheduler-shaped ForwardBatch objects (extend, then decode) with SGLang's
 torch-native attention backend and KV pools (pipeline/programs/engines/sglang_forward.py), judged by the conformance
 driver against dayone's reference tier: fp32 greedy tokens identical and every log-prob within 1e-4, at world size 1
-and 2 (gloo), for both shipped specs at tiny scale. The layers SGLang has only as GPU kernels (KDA, MoE, MXFP4) run
+and 2 (gloo): Kimi Linear at tiny widths here (the SGLang probe batch's driven run), the README run's 93-layer K3 in
+tests/run/test_demo_conformance.py. The layers SGLang has only as GPU kernels (KDA, MoE, MXFP4) run
 through the generated package's CPU paths, which compute with dayone's references shipped in the package; a mistake
 planted there is caught, with the first layer whose output differs named.
 
@@ -15,13 +16,14 @@ from __future__ import annotations
 import importlib
 import inspect
 
+import engine_reports as check
 import pytest
-from conform_fixtures import EXPERT_PARALLEL_AT_WS2, plant, tiny
-from conftest import SPECS
+from conform_fixtures import plant, tiny
 from dayone.adapters.targets import common, sglang
 from dayone.conform import peers
 from dayone.conform.driver import conform_target
 from dayone.synth.write import write_synthetic
+from test_sglang_probe import driven_report
 
 pytestmark = pytest.mark.skipif(peers.peer_python("sglang") is None, reason=peers.missing("sglang"))
 
@@ -36,41 +38,23 @@ def prepare_sglang(root, spec):
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory):
-    """{spec name: (spec, conform report at world size 1 and 2, forward in fp32)}."""
-    out = {}
-    for name in SPECS:
-        spec = tiny(name)
-        checkpoint, adapter = prepare_sglang(tmp_path_factory.mktemp(name), spec)
-        out[name] = spec, conform_target("sglang", adapter, checkpoint, spec, (1, 2), forward_dtypes=("float32",))
-    return out
+def driven(tmp_path_factory):
+    """(spec, report) of Kimi Linear through the conformance driver at world sizes 1 and 2, forward in fp32: the
+    SGLang probe batch's driven run (tests/conform/test_sglang_probe.py), one set of engine starts for both files."""
+    return driven_report(tmp_path_factory)
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_every_level_passes_at_world_size_1_and_2(reports, name):
-    report = reports[name][1]
-    assert [run.world_size for run in report.runs] == [1, 2]
-    for run in report.runs:
-        for level, entry in run.levels.items():
-            assert entry.status == "pass", f"{name} ws{run.world_size} {level}: {entry.detail}"
+def test_every_level_passes_at_world_size_1_and_2(driven):
+    check.every_level_passes(driven[1], "sglang")
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_forward_is_within_the_fp32_bounds_of_the_reference(reports, name):
-    """The figures are the driver's comparison with the reference tier (dayone.conform.forward)."""
-    for run in reports[name][1].runs:
-        figures = run.levels["forward"].figures
-        assert figures["float32.greedy_tokens"] == 14 and figures["float32.greedy_disagreement"] == 0
-        assert figures["float32.positions"] == 37  # every prompt token after the first and every generated one
-        assert figures["float32.logprob_max_abs"] <= 1e-4
-        assert figures["float32.prefill_tokens_per_s"] > 0 and figures["float32.decode_tokens_per_s"] > 0
+def test_forward_is_within_the_fp32_bounds_of_the_reference(driven):
+    for run in driven[1].runs:
+        check.forward_within_fp32_bounds(run)
 
 
-def test_the_level_says_it_is_model_forward_without_the_scheduler_and_why(reports):
-    detail = reports["kimi-k3"][1].runs[0].levels["forward"].detail
-    assert detail.startswith("float32: SGLang model forward without its scheduler")
-    assert "ModelRunner cannot start on a CPU" in detail and "sgl-kernel's CPU build is not published" in detail
-    assert "vllm" not in detail.lower()
+def test_the_level_says_it_is_model_forward_without_the_scheduler_and_why(driven):
+    check.sglang_says_it_is_model_forward_without_the_scheduler(driven[1])
 
 
 def test_the_package_computes_gpu_only_layers_with_the_shipped_references():
@@ -101,17 +85,9 @@ def test_a_cpu_path_mistake_is_caught_with_the_layer_named(tmp_path):
     assert f"first layer that differs: layers.{first_moe} " in forward.detail
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_world_size_2_spreads_experts_only_where_they_do_not_split(reports, name):
-    """K3 at the demo's widths: an expert row's one MXFP4 scale group cannot be halved, so SGLang runs with
-    --ep-size 2 and each rank holds whole experts (the judge reads them so); Kimi Linear's wider experts split over
-    both ranks by tensor parallelism."""
-    spec, report = reports[name]
-    ws2 = report.runs[1]
-    spread = name == EXPERT_PARALLEL_AT_WS2
-    one_scale_group = (
-        spec.quantization is not None and spec.moe.expert_intermediate_size == spec.quantization.group_size
-    )
-    assert one_scale_group is spread
-    assert ("experts spread by expert parallelism" in ws2.levels["loaded"].detail) is spread
-    assert ws2.levels["loaded"].status == ws2.levels["forward"].status == "pass"
+def test_world_size_2_splits_the_experts_over_both_ranks(driven):
+    """Kimi Linear's experts, widened to two scale groups' width, split over both ranks by tensor parallelism (the
+    README run's K3, whose experts cannot be halved, spreads them: tests/run/test_demo_conformance.py)."""
+    spec, report = driven
+    assert spec.moe.expert_intermediate_size % 2 == 0
+    check.experts_spread_at_world_size_2(report, spread=False)

@@ -30,6 +30,7 @@ from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
 from dayone.conform import judge as conform_judge
 from dayone.conform import peers
 from dayone.conform.driver import conform_target
+from dayone.conform.results import TargetReport
 from dayone.spec.registry import load_spec
 from dayone.spec.schema import ModelSpec
 from dayone.synth.scale import SCALES, scaled_spec
@@ -180,6 +181,7 @@ def variant(changes: dict) -> ModelSpec:
 
 
 _BATCH: dict[str, Run] = {}
+_DRIVEN: dict[str, tuple[ModelSpec, TargetReport]] = {}  # DRIVEN -> (its spec, the driver's report, fp32 forward)
 
 
 def sglang_batch(tmp_path_factory) -> dict[str, Run]:
@@ -212,10 +214,18 @@ def sglang_batch(tmp_path_factory) -> dict[str, Run]:
     # fp32 only: tests/conform/test_sglang_forward.py judges the forward; here it is the driver's way through
     report = conform_target("sglang", root / DRIVEN / "gen", checkpoint, spec, WORLDS, keep=root / "driven",
                             forward_dtypes=("float32",))  # fmt: skip
+    _DRIVEN[DRIVEN] = spec, report
     for run in report.runs:
         key = f"{DRIVEN}-ws{run.world_size}"
         _BATCH[key] = Run(driven[key], root / "driven" / f"sglang-ws{run.world_size}", run.as_dict(), driven=True)
     return _BATCH
+
+
+def driven_report(tmp_path_factory) -> tuple[ModelSpec, TargetReport]:
+    """(spec, report) of the batch's run through the conformance driver at world sizes 1 and 2, forward in fp32
+    (tests/conform/test_sglang_forward.py judges it)."""
+    sglang_batch(tmp_path_factory)
+    return _DRIVEN[DRIVEN]
 
 
 @pytest.fixture(scope="session")
