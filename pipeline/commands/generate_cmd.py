@@ -59,6 +59,10 @@ def generate(source, targets, out_dir, spec_arg, check, report, as_json) -> None
 
         out_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(out_dir / common.SPEC_FILE, spec_to_yaml(spec))
+    if check:
+        from dayone.programs.megatron.runner import plan_checks
+
+        plan_checks(spec, chosen)  # the Megatron targets' checks then share one interpreter
     results = []
     for target, files in rendered.items():
         root = out_dir / target

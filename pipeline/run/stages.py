@@ -156,7 +156,9 @@ def generate_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
         from dayone.adapters.targets import common, generator
         from dayone.checks.static import check_target
+        from dayone.programs.megatron.runner import plan_checks
 
+        plan_checks(ctx.spec, ctx.targets)  # the Megatron targets' checks then share one interpreter
         failed = []
         if not common.is_shipped(ctx.spec):  # what the generated headers' command regenerates from
             (workdir / common.SPEC_FILE).write_text(spec_to_yaml(ctx.spec))

@@ -17,49 +17,92 @@ from dayone.core import child
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
-_DONE: dict[str, dict] = {}  # spec JSON -> report: Miles and Megatron-Bridge share one model, so one run
-
-
-def megatron_checks(spec: ModelSpec, timeout: int = 900) -> dict:
-    """{"status": "pass" | "fail" | "not run", ...}: the model built by megatron-core at tiny scale against the
-    weight map, a synthetic checkpoint's round trip and the reference tier's log-probs (see verify.py)."""
-    key = json.dumps(spec_to_dict(spec), sort_keys=True)
-    if key not in _DONE:
-        _DONE[key] = _run(spec, timeout=timeout)
-    return _DONE[key]
-
+# (spec JSON, check) -> report. Miles and Megatron-Bridge share one model, so one model check per spec.
+_DONE: dict[tuple[str, str], dict] = {}
+# spec JSON -> the adapter checks a generate will ask for (plan_checks): they run with the model check, in one batch.
+_PLANNED: dict[str, tuple[str, ...]] = {}
+MODEL_CHECK = "verify"
 
 ADAPTER_CHECKS = {
     "miles": "dayone.programs.megatron.check_miles",
     "megatron-bridge": "dayone.programs.megatron.check_bridge",
 }
+PROGRAMS = {MODEL_CHECK: "dayone.programs.megatron.verify", **ADAPTER_CHECKS}
+BATCH = "dayone.programs.megatron.batch"
+
+
+def plan_checks(spec: ModelSpec, targets) -> None:
+    """Say which targets a generate will check, before it checks the first: the model check and those targets' adapter
+    checks then run together on first use, from one interpreter (batch.py: torch and megatron-core imported once,
+    3 s of each check's 4 s)."""
+    _PLANNED[_key(spec)] = tuple(t for t in targets if t in ADAPTER_CHECKS)
+
+
+def megatron_checks(spec: ModelSpec, timeout: int = 900) -> dict:
+    """{"status": "pass" | "fail" | "not run", ...}: the model built by megatron-core at tiny scale against the
+    weight map, a synthetic checkpoint's round trip and the reference tier's log-probs (see verify.py)."""
+    return _result(spec, MODEL_CHECK, timeout)
 
 
 def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
     """The generated Miles package (arguments, --spec plugin, weight sync) or Megatron-Bridge package (provider,
     mapping registry) run against megatron-core / megatron-bridge for `spec` at tiny scale."""
-    return _run(spec, ADAPTER_CHECKS[target], timeout, out_dir=True)
+    return _result(spec, target, timeout)
 
 
-def _run(spec: ModelSpec, module: str = "dayone.programs.megatron.verify", timeout: int = 900, out_dir=False) -> dict:
+def _key(spec: ModelSpec) -> str:
+    return json.dumps(spec_to_dict(spec), sort_keys=True)
+
+
+def _result(spec: ModelSpec, check: str, timeout: int) -> dict:
+    key = _key(spec)
+    if (key, check) not in _DONE:
+        batch = [c for c in (MODEL_CHECK, *_PLANNED.get(key, ())) if (key, c) not in _DONE]
+        for name, report in _run(spec, batch if check in batch else [check], timeout).items():
+            _DONE[key, name] = report
+    return _DONE[key, check]
+
+
+def _run(spec: ModelSpec, checks: list[str], timeout: int = 900) -> dict[str, dict]:
+    """{check: report} of `checks` run for `spec` in the megatron peer: one alone as its own program, several as
+    one batch."""
     peer = peer_path()
     if not (peer / RELEASE).is_dir():
         why = f"megatron-core {CORE.version} is not installed in {peer} (.ci/setup.d/30-megatron.sh)"
-        return {"status": "not run", "why": why, "failures": []}
+        return {check: {"status": "not run", "why": why, "failures": []} for check in checks}
     with tempfile.TemporaryDirectory(prefix="dayone-megatron-") as folder:
         spec_file = Path(folder) / f"{spec.name}.json"
         spec_file.write_text(json.dumps(spec_to_dict(spec)))
-        env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
-        args = [str(spec_file), *([str(Path(folder) / "work")] if out_dir else [])]
-        # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
-        # -P: the working directory stays off sys.path. Run from a checkout, its top-level folders are dayone's
-        # subpackages and `kernels` would hide Hugging Face's `kernels`, which transformers >= 5.25 imports.
-        proc = child.run(
-            [sys.executable, "-P", "-m", module, *args], capture_output=True, text=True, env=env, timeout=timeout
-        )
+        work = Path(folder) / "work"
+        work.mkdir()
+        if len(checks) == 1:
+            (check,) = checks
+            args = [PROGRAMS[check], str(spec_file), *([str(work)] if check != MODEL_CHECK else [])]
+        else:
+            args = [BATCH, str(spec_file), str(work), *checks]
+        proc = _start(args, peer, timeout)
+    if len(checks) == 1:
+        return {checks[0]: _report(PROGRAMS[checks[0]], proc.returncode, proc.stdout, proc.stderr)}
     start = proc.stdout.find("{")
+    if proc.returncode != 0 or start < 0:
+        failed = {"status": "fail", "failures": [f"{BATCH} did not run: {proc.stderr.strip()[-500:]}"]}
+        return {check: failed for check in checks}
+    ran = json.loads(proc.stdout[start:])
+    return {c: _report(PROGRAMS[c], ran[c]["returncode"], ran[c]["output"], ran[c]["errors"]) for c in checks}
+
+
+def _start(args: list[str], peer: Path, timeout: int):
+    env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
+    # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
+    # -P: the working directory stays off sys.path. Run from a checkout, its top-level folders are dayone's
+    # subpackages and `kernels` would hide Hugging Face's `kernels`, which transformers >= 5.25 imports.
+    return child.run([sys.executable, "-P", "-m", *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _report(module: str, returncode: int, stdout: str, stderr: str) -> dict:
+    start = stdout.find("{")
     if start < 0:
-        return {"status": "fail", "failures": [f"{module} did not run: {proc.stderr.strip()[-500:]}"]}
-    report = json.loads(proc.stdout[start:])
-    report["status"] = "pass" if not report["failures"] and proc.returncode == 0 else "fail"
+        return {"status": "fail", "failures": [f"{module} did not run: {stderr.strip()[-500:]}"]}
+    report = json.loads(stdout[start:])
+    report["status"] = "pass" if not report["failures"] and returncode == 0 else "fail"
     return report
