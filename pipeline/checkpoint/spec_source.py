@@ -16,14 +16,17 @@ from dayone.spec.schema import ModelSpec
 _UNITS = ((10**12, "t"), (10**9, "b"), (10**6, "m"), (10**3, "k"))
 
 
-def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None) -> ModelSpec:
+def spec_for_checkpoint(checkpoint: Checkpoint, spec_arg: str | None, release_facts: bool = True) -> ModelSpec:
+    """release_facts=False: the derived spec without the release's shard count, for a caller that reads only the
+    model from it (inspect): counting the shards reads the whole index, which inspect's scan reads anyway."""
     if spec_arg:
         return load_spec(spec_arg)
     spec = derive_spec(
         checkpoint.config,
         "derived",  # a valid name to validate with; the model's own comes from the spec once it is whole
         tensor_names=TensorNames(checkpoint),
-        num_shards=len(checkpoint.files) or None,  # from the index: reading every header here would double inspect
+        # from the index: reading every header here would double inspect
+        num_shards=(len(checkpoint.files) or None) if release_facts else None,
         where=f"{checkpoint.source}/config.json",
     )
     return named_after_the_model(spec)

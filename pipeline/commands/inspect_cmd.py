@@ -29,7 +29,8 @@ def inspect(checkpoint: str, spec_arg: str | None, allow_pickle: bool, as_json: 
     with gc_paused():
         # Headers are read by the parallel scan, not at open: the scan is the inspection.
         ckpt = open_checkpoint(checkpoint, allow_pickle=allow_pickle, read_headers=False)
-        spec = spec_for_checkpoint(ckpt, spec_arg)
+        # the model only: inspect reports the shard count its scan proves, not the spec's (no second index read)
+        spec = spec_for_checkpoint(ckpt, spec_arg, release_facts=False)
         manifest = build_manifest(spec)
         coverage, shards = scan_coverage(manifest, ckpt)
         # What exists now (modules, spec, manifest, the checkpoint) lives until exit and forms no garbage: frozen, no

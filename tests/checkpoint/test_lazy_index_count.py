@@ -70,17 +70,21 @@ def test_a_proven_index_is_not_counted(tmp_path, kimi_linear, never_counted, sor
     assert checkpoint.index_counts == {file: len(tensors) for file, tensors in shards.items()}
 
 
-def test_inspect_of_a_proven_checkpoint_does_not_count_the_index(tmp_path, kimi_linear, never_counted):
+@pytest.mark.parametrize("spec_args", [["--spec", SPEC], []], ids=["spec given", "spec derived"])
+def test_inspect_of_a_proven_checkpoint_does_not_count_the_index(tmp_path, kimi_linear, never_counted, spec_args):
+    """Nor does deriving the spec count it: inspect takes only the model from the spec, not the release's shard count
+    (which the scan proves)."""
     spec, manifest = kimi_linear
     shards = layout(manifest)
     root = write(tmp_path / "ok", spec, shards, pairs_of(shards))
     try:
-        result = CliRunner().invoke(inspect, [str(root), "--spec", SPEC, "--json"])
+        result = CliRunner().invoke(inspect, [str(root), *spec_args, "--json"])
     finally:
         gc.unfreeze()  # inspect freezes what it leaves (it ends its process; this one goes on)
     assert result.exit_code == 0, result.output + repr(result.exception)
     report = json.loads(result.output)
     assert report["ok"] and report["shards"] == SHARDS and report["tensors"] == len(manifest)
+    assert report["spec"] == SPEC
 
 
 def test_an_unproven_index_is_counted(tmp_path, kimi_linear, monkeypatch):
