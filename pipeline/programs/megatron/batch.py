@@ -18,16 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-PROGRAMS = {
-    "verify": "dayone.programs.megatron.verify",
-    "miles": "dayone.programs.megatron.check_miles",
-    "megatron-bridge": "dayone.programs.megatron.check_bridge",
-}
-
-
-def arguments(check: str, spec_file: str, work: Path) -> list[str]:
-    """The check's command line, as dayone.programs.megatron.runner gives it when the check runs alone."""
-    return [spec_file] if check == "verify" else [spec_file, str(work / check)]
+from dayone.programs.megatron.runner import MODEL_CHECK, PROGRAMS, check_arguments
 
 
 def run_forked(check: str, argv: list[str], output: Path, errors: Path) -> int:
@@ -44,7 +35,7 @@ def run_forked(check: str, argv: list[str], output: Path, errors: Path) -> int:
             os.dup2(sys.stderr.fileno(), 2)
             with output.open("w") as out, contextlib.redirect_stdout(out):
                 sys.argv = [module.__name__, *argv]
-                result = module.main(argv) if check == "verify" else module.main()
+                result = module.main(argv) if check == MODEL_CHECK else module.main()
                 code = result if isinstance(result, int) else 0
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else 1
@@ -74,7 +65,7 @@ def main() -> int:
     results = {}
     for check in checks:
         output, errors = work / f"{check}.out", work / f"{check}.err"
-        code = run_forked(check, arguments(check, spec_file, work), output, errors)
+        code = run_forked(check, check_arguments(check, spec_file, work), output, errors)
         results[check] = {"returncode": code, **{name: path.read_text() if path.is_file() else ""
                                                  for name, path in (("output", output), ("errors", errors))}}  # fmt: skip
     print(json.dumps(results))

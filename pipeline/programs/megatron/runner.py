@@ -50,6 +50,11 @@ def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
     return _result(spec, target, timeout)
 
 
+def check_arguments(check: str, spec_file: str, work: Path) -> list[str]:
+    """A check's command line, alone or in a batch: the spec, and for an adapter check the folder it generates into."""
+    return [spec_file] if check == MODEL_CHECK else [spec_file, str(work / check)]
+
+
 def _key(spec: ModelSpec) -> str:
     return json.dumps(spec_to_dict(spec), sort_keys=True)
 
@@ -76,8 +81,7 @@ def _run(spec: ModelSpec, checks: list[str], timeout: int = 900) -> dict[str, di
         work = Path(folder) / "work"
         work.mkdir()
         if len(checks) == 1:
-            (check,) = checks
-            args = [PROGRAMS[check], str(spec_file), *([str(work)] if check != MODEL_CHECK else [])]
+            args = [PROGRAMS[checks[0]], *check_arguments(checks[0], str(spec_file), work)]
         else:
             args = [BATCH, str(spec_file), str(work), *checks]
         proc = _start(args, peer, timeout)
