@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dayone.programs.megatron.runner import ADAPTER_CHECKS
+from dayone.programs.megatron.checks import ADAPTER_CHECKS
 from dayone.run.code import code_files
 from dayone.run.stages import GENERATE_CODE
 

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from dayone.programs.megatron.runner import MODEL_CHECK, PROGRAMS, check_arguments
+from dayone.programs.megatron.checks import MODEL_CHECK, PROGRAMS, check_arguments
 
 
 def run_forked(check: str, argv: list[str], output: Path, errors: Path) -> int:

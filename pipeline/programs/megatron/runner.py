@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dayone.adapters.megatron.peer import CORE, RELEASE, peer_path
 from dayone.core import child
+from dayone.programs.megatron.checks import ADAPTER_CHECKS, MODEL_CHECK, PROGRAMS, check_arguments
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
 
@@ -21,13 +22,6 @@ from dayone.spec.schema import ModelSpec
 _DONE: dict[tuple[str, str], dict] = {}
 # spec JSON -> the adapter checks a generate will ask for (plan_checks): they run with the model check, in one batch.
 _PLANNED: dict[str, tuple[str, ...]] = {}
-MODEL_CHECK = "verify"
-
-ADAPTER_CHECKS = {
-    "miles": "dayone.programs.megatron.check_miles",
-    "megatron-bridge": "dayone.programs.megatron.check_bridge",
-}
-PROGRAMS = {MODEL_CHECK: "dayone.programs.megatron.verify", **ADAPTER_CHECKS}
 BATCH = "dayone.programs.megatron.batch"
 
 
@@ -48,11 +42,6 @@ def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
     """The generated Miles package (arguments, --spec plugin, weight sync) or Megatron-Bridge package (provider,
     mapping registry) run against megatron-core / megatron-bridge for `spec` at tiny scale."""
     return _result(spec, target, timeout)
-
-
-def check_arguments(check: str, spec_file: str, work: Path) -> list[str]:
-    """A check's command line, alone or in a batch: the spec, and for an adapter check the folder it generates into."""
-    return [spec_file] if check == MODEL_CHECK else [spec_file, str(work / check)]
 
 
 def _key(spec: ModelSpec) -> str:
