@@ -87,17 +87,31 @@ def conform_target(
         table = build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
         for world in world_sizes:
             out = (keep or scratch) / f"{target}-ws{world}"
+            out.mkdir(parents=True, exist_ok=True)
             unsplit = walk.experts_split_problem(table, world) if world > 1 else None
-            parallel = ["--expert-parallel"] if unsplit and target in EXPERT_PARALLEL else []
+            parallel = bool(unsplit) and target in EXPERT_PARALLEL
             how = f" with the experts spread by expert parallelism ({unsplit})" if parallel else ""
-            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{how}")
-            run = _probe(python, target, site, checkpoint, world, out, parallel)
+            probe = _job("probe", site, checkpoint, world, out, parallel)
+            dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
+            forwards = []
+            if peers.forward_script(target) is not None:
+                (out / "prompts.json").write_text(json.dumps(engine_prompts(spec.vocab_size)))
+                forwards = [_job("forward", site, checkpoint, world, out / f"forward-{dtype}", parallel, dtype=dtype,
+                                 prompts=str(out / "prompts.json")) for dtype in dtypes]  # fmt: skip
+            # Where the framework has a session program, the forwards run in the probe's process, before "loaded" is
+            # judged (a forward after a load judged wrong is discarded below): one framework import, not one a job.
+            ahead = forwards if peers.session_script(target) is not None else []
+            also = f", then the forward in {', '.join(dtypes)} in the same {target} process" if ahead else ""
+            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{how}{also}")
+            start = time.monotonic()
+            tails = _execute(python, target, [probe, *ahead], out)
+            run = _probe_run(target, world, out, tails[0], round(time.monotonic() - start, 1))
             # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
             if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
-                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, bool(parallel))
+                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, parallel)
             for level in PROBED:
                 _said(target, world, level, run.levels[level])
-            if run.levels["built"].status == "pass" and peers.forward_script(target) is not None:
+            if run.levels["built"].status == "pass" and forwards:
                 loaded = run.levels["loaded"]
                 if loaded.status == "fail":
                     run.levels["forward"] = _level("not run", "an earlier level failed")
@@ -106,12 +120,11 @@ def conform_target(
                     # a scale group split over ranks loads as zeros): nothing an engine computed from it is judged
                     run.levels["forward"] = _level("not run", loaded.detail)
                 else:
-                    dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
                     references = references or References(open_local(Path(checkpoint)), spec)
-                    step(f"conform: {target} world size {world}: forward in {', '.join(dtypes)}")
-                    run.levels["forward"] = _forward(
-                        python, target, site, checkpoint, references, world, out, dtypes, parallel
-                    )
+                    if not ahead:
+                        step(f"conform: {target} world size {world}: forward in {', '.join(dtypes)}")
+                        tails[1:] = _execute(python, target, forwards, out)
+                    run.levels["forward"] = _forward(target, references, forwards, tails[1:])
             _said(target, world, "forward", run.levels["forward"])
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
@@ -142,44 +155,63 @@ def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetR
     return report
 
 
-def _probe(python: Path, target: str, site: Path, checkpoint: Path, world: int, out: Path, extra: list[str]) -> Run:
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [str(python), str(peers.probe_script(target)), "--package-site", str(site), "--checkpoint",
-           str(checkpoint), "--world-size", str(world), "--out", str(out), *extra]  # fmt: skip
-    start = time.monotonic()
+def _job(kind: str, site: Path, checkpoint: Path, world: int, out: Path, expert_parallel: bool, **more) -> dict:
+    """A probe or forward job as the peer programs take it (a session program's JOBS.json entry)."""
+    return {"kind": kind, "package_site": str(site), "checkpoint": str(checkpoint), "world_size": world,
+            "out": str(out), "expert_parallel": expert_parallel, **more}  # fmt: skip
+
+
+def _command(python: Path, target: str, job: dict) -> list[str]:
+    """The command line of one job's own program (the probe or the forward script)."""
+    script = peers.probe_script(target) if job["kind"] == "probe" else peers.forward_script(target)
+    cmd = [str(python), str(script), "--package-site", job["package_site"], "--checkpoint", job["checkpoint"],
+           "--world-size", str(job["world_size"]), "--out", job["out"]]  # fmt: skip
+    if job["kind"] == "forward":
+        cmd += ["--dtype", job["dtype"], "--prompts", job["prompts"]]
+    return cmd + (["--expert-parallel"] if job["expert_parallel"] else [])
+
+
+def _execute(python: Path, target: str, jobs: list[dict], out: Path) -> list[str]:
+    """Run the jobs (several: in one session process); each job's last line of error output, for a job that wrote
+    nothing."""
+    for job in jobs:
+        Path(job["out"]).mkdir(parents=True, exist_ok=True)
+    session = peers.session_script(target)
+    if session is not None and len(jobs) > 1:
+        (out / "jobs.json").write_text(json.dumps(jobs, indent=1))
+        tail = _tail([str(python), str(session), "--jobs", str(out / "jobs.json")], PROBE_TIMEOUT_S * len(jobs))
+        return [tail] * len(jobs)
+    return [_tail(_command(python, target, job), PROBE_TIMEOUT_S) for job in jobs]
+
+
+def _tail(cmd: list[str], timeout: int) -> str:
     try:
-        proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-        tail = proc.stderr.strip().splitlines()[-1:] if proc.returncode else []
+        proc = child.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return (proc.stderr.strip().splitlines() or ["no output"])[-1]
     except subprocess.TimeoutExpired:
-        tail = [f"the probe ran past {PROBE_TIMEOUT_S} s"]
+        return f"the {Path(cmd[1]).stem} program ran past {timeout} s"
+
+
+def _probe_run(target: str, world: int, out: Path, tail: str, seconds: float) -> Run:
+    """The probe's levels.json, read and validated, with the wall time it took (with the forwards, in a session), or
+    a run failed at "discovered" saying why there is none."""
     levels = out / "levels.json"
     if not levels.is_file():
-        return _probe_failed(target, world, f"the {target} probe wrote no levels.json: {(tail or ['no output'])[-1]}")
+        return _probe_failed(target, world, f"the {target} probe wrote no levels.json: {tail}")
     try:
         run = read_run(levels)
     except MalformedProbeOutput as err:
         return _probe_failed(target, world, f"the {target} probe wrote a malformed {err}")
-    run.seconds = round(time.monotonic() - start, 1)
+    run.seconds = seconds
     return run
 
 
-def _forward(python: Path, target: str, site: Path, checkpoint: Path, references: References, world: int, out: Path,
-             dtypes: tuple[str, ...], extra: list[str]) -> Level:  # fmt: skip
-    """The engine's own generation (its forward probe, a fresh process per dtype) judged against the reference tier
-    (fp32: the fp32 rows; bf16: against the noise floor)."""
-    prompts = out / "prompts.json"
-    prompts.write_text(json.dumps(engine_prompts(references.spec.vocab_size)))
+def _forward(target: str, references: References, jobs: list[dict], tails: list[str]) -> Level:
+    """The engine's own generation (its forward jobs, one per dtype) judged against the reference tier (fp32: the
+    fp32 rows; bf16: against the noise floor)."""
     levels = []
-    for dtype in dtypes:
-        where = out / f"forward-{dtype}"
-        cmd = [str(python), str(peers.forward_script(target)), "--package-site", str(site), "--checkpoint",
-               str(checkpoint), "--world-size", str(world), "--dtype", dtype, "--prompts", str(prompts),
-               "--out", str(where), *extra]  # fmt: skip
-        try:
-            proc = child.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        except subprocess.TimeoutExpired:
-            tail = f"the forward probe ran past {PROBE_TIMEOUT_S} s"
+    for job, tail in zip(jobs, tails, strict=True):
+        dtype, where = job["dtype"], Path(job["out"])
         result_file = where / "forward.json"
         if not result_file.is_file():
             return _level("fail", f"{dtype}: the {target} forward probe wrote no forward.json: {tail}")

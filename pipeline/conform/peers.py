@@ -46,6 +46,13 @@ def forward_script(framework: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def session_script(framework: str) -> Path | None:
+    """The framework's session program (a probe and its forwards in one process: one framework import), where it has
+    one."""
+    path = PROBES / f"{framework}_session.py"
+    return path if path.is_file() else None
+
+
 def install_adapter(source: Path, python: Path, site: Path, scratch: Path) -> None:
     """Build the adapter folder (its pyproject.toml) into a wheel and install it into `site` with the peer's pip."""
     wheels = scratch / "wheel"

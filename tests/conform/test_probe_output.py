@@ -16,8 +16,15 @@ from dayone.conform.results import LEVELS, MalformedProbeOutput, read_run
 from dayone.synth.write import write_synthetic
 
 FAKE_PEER = """#!/bin/bash
-# A peer environment's python: pip installs nothing; the probe writes $FAKE_LEVELS as OUT/levels.json.
+# A peer environment's python: pip installs nothing; the probe writes $FAKE_LEVELS as OUT/levels.json, alone or as the
+# probe job of a session (SCRIPT --jobs JOBS.json); a forward writes nothing.
 [ "$1" = "-m" ] && exit 0
+if [ "$2" = "--jobs" ]; then
+  exec python3 -c 'import json, os, sys
+for job in json.load(open(sys.argv[1])):
+    if job["kind"] == "probe":
+        open(os.path.join(job["out"], "levels.json"), "w").write(os.environ["FAKE_LEVELS"])' "$3"
+fi
 while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out=$2; shift; done
 printf '%s' "$FAKE_LEVELS" > "$out/levels.json"
 """
@@ -130,9 +137,10 @@ def test_conform_prints_a_line_per_level_and_world_size_off_a_terminal(stand_in)
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ conform: ", line) for line in lines), lines
     said = [line.split(" ", 2)[2] for line in lines]
     expected = ["conform: sglang: installing the adapter in its peer environment"]
-    for world in (1, 2):
+    for world, dtypes in ((1, "float32, bfloat16"), (2, "float32")):
         expected += [
-            f"conform: sglang world size {world}: probing discovered, accepted, built, loaded",
+            f"conform: sglang world size {world}: probing discovered, accepted, built, loaded, then the forward in "
+            f"{dtypes} in the same sglang process",
             f"conform: sglang world size {world}: discovered pass",
             f"conform: sglang world size {world}: accepted pass",
             f"conform: sglang world size {world}: built fail: {reason}",

@@ -286,6 +286,23 @@ def _levels_up_to_loaded(probe, verdict, package, ckpt, rank, world, port, dtype
     return None, model, accepted[1]
 
 
+def run_job(site: Path, checkpoint: Path, world: int, dtype: str, prompts: Path, out: Path, start_method: str,
+            expert_parallel: bool = False) -> None:  # fmt: skip
+    """One forward: `world` ranks forked from this process (SGLang imported: sglang_probe.warm) write
+    out/forward.json, or this process writes the failure when a rank died before it could."""
+    import sglang_probe as probe  # the sibling probe (this folder is on sys.path)
+    import torch.multiprocessing as mp
+
+    out.mkdir(parents=True, exist_ok=True)
+    ranks = (world, probe.free_port(), str(site.resolve()), str(checkpoint.resolve()), str(prompts.resolve()), dtype,
+             str(out.resolve()), expert_parallel)  # fmt: skip
+    try:
+        mp.start_processes(rank_main, args=ranks, nprocs=world, join=True, start_method=start_method)
+    except mp.ProcessExitedException as err:
+        if not (out / "forward.json").is_file():
+            probe.atomic_json(out / "forward.json", {"status": "fail", "what": WHAT, "detail": _line(err)})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--package-site", type=Path, required=True)
@@ -296,18 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--expert-parallel", action="store_true", help="SGLang's --ep-size, the world size")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    import sglang_probe as probe  # the sibling probe (this folder is on sys.path)
-    import torch.multiprocessing as mp
+    import sglang_probe as probe
 
-    start_method = probe.warm()
-    ranks = (args.world_size, probe.free_port(), str(args.package_site.resolve()), str(args.checkpoint.resolve()),
-             str(args.prompts.resolve()), args.dtype, str(args.out.resolve()), args.expert_parallel)  # fmt: skip
-    try:
-        mp.start_processes(rank_main, args=ranks, nprocs=args.world_size, join=True, start_method=start_method)
-    except mp.ProcessExitedException as err:
-        if not (args.out / "forward.json").is_file():
-            probe.atomic_json(args.out / "forward.json", {"status": "fail", "what": WHAT, "detail": _line(err)})
+    run_job(args.package_site, args.checkpoint, args.world_size, args.dtype, args.prompts, args.out, probe.warm(),
+            args.expert_parallel)  # fmt: skip
     return 0
 
 

@@ -1,0 +1,44 @@
+"""One SGLang process for a conformance run's jobs at a world size: the probe's levels up to "loaded", then the
+forward in each dtype, SGLang imported once (sglang_probe.warm) and each job's ranks forked from this process.
+
+Run with the SGLang peer environment's python (dayone is not installed there):
+
+    python sglang_session.py --jobs JOBS.json
+
+JOBS.json: [{"kind": "probe" | "forward", "package_site", "checkpoint", "world_size", "out", "expert_parallel"}, ...],
+a forward job also with "dtype" and "prompts". Each job writes what its own script writes (sglang_probe.py:
+OUT/levels.json, sglang_forward.py: OUT/forward.json). Importing SGLang takes about 6 s of one core, as long as a
+tiny model's whole forward: the driver's five engine processes of a run at world sizes 1 and 2 were mostly imports.
+The jobs run in order and each runs whatever the earlier ones found: the driver judges "loaded" from the probe's
+dump and discards a forward that followed a load it failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import sglang_forward as forward  # the sibling programs (this folder is on sys.path)
+import sglang_probe as probe
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
+    jobs = json.loads(parser.parse_args(argv).jobs.read_text())
+    start_method = probe.warm()
+    for job in jobs:
+        site, checkpoint, out = Path(job["package_site"]), Path(job["checkpoint"]), Path(job["out"])
+        world, parallel = int(job["world_size"]), bool(job.get("expert_parallel"))
+        if job["kind"] == "probe":
+            probe.run_job(site, checkpoint, world, out, start_method, version("sglang"), parallel)
+        else:
+            forward.run_job(site, checkpoint, world, job["dtype"], Path(job["prompts"]), out, start_method, parallel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
