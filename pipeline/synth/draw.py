@@ -40,8 +40,7 @@ How the scales are chosen (D hidden, fan_in the width a matrix reads):
   [1e-3, 1e-1]), as transformers does. Short-conv taps std 1/sqrt(width): unit-RMS conv outputs.
 - lm_head std 2/sqrt(D): logits with RMS ~2, a next-token distribution peaked enough that log-prob and top-1
   comparisons mean something. Router correction bias 0.05 N(0, 1): it shifts choices without deciding them.
-- MXFP4 experts are drawn as their codes and scales (dayone.synth.mxfp4_draw): what quantizing the Gaussian weight
-  of their role's std would store; every tier loads their dequantized values.
+- MXFP4 experts are drawn in fp32 and quantized (dequantize(quantize(w)) is what every tier loads).
 - Vision passthrough tensors: small N(0, 0.02^2) matrices and unit norms; nothing here reads them.
 """
 
@@ -53,7 +52,6 @@ import math
 import torch
 from dayone.spec.manifest import Tensor
 from dayone.spec.schema import ModelSpec
-from dayone.synth.mxfp4_draw import draw_mxfp4
 
 GATED_ACT_RMS = 0.6  # RMS of act(gate) * up' for unit-RMS gate and up (SiLU, SiTU)
 SIGMOID_RMS = 0.54  # RMS of sigmoid(N(0, 1)): KDA and MLA output gates
@@ -70,7 +68,7 @@ def generator(seed: int, name: str) -> torch.Generator:
 
 
 class WeightDraw:
-    """Draws the fp32 value of any manifest tensor of `spec`, and an MXFP4 pair's codes and scales (`mxfp4`)."""
+    """Draws the fp32 value of any manifest tensor of `spec` (MXFP4 pairs: the weight before quantization)."""
 
     def __init__(self, spec: ModelSpec, seed: int) -> None:
         self.spec, self.seed = spec, seed
@@ -81,28 +79,18 @@ class WeightDraw:
             self.sigma_out = 1 / math.sqrt(2 * spec.num_layers)
         self.D = D
 
-    def __call__(self, t: Tensor) -> torch.Tensor:
-        """The fp32 value of manifest entry t."""
-        gen = generator(self.seed, t.name)
-        role, shape = self._weight(t)
+    def __call__(self, t: Tensor, name: str | None = None) -> torch.Tensor:
+        """The fp32 value of manifest entry t; `name` overrides the seed name (MXFP4 pairs share one draw)."""
+        gen = generator(self.seed, name or t.name)
+        role, shape = t.role.removesuffix(".packed").removesuffix(".scale"), t.shape
+        if t.role.endswith((".packed", ".scale")):
+            group = self.spec.quantization.group_size  # type: ignore[union-attr]
+            rows, cols = shape[0], shape[1] * 2 if t.role.endswith(".packed") else shape[1] * group
+            shape = (rows, cols)
         special = self._special(role, shape, gen)
         if special is not None:
             return special
         return torch.randn(shape, generator=gen) * self._std(role, shape)
-
-    def mxfp4(self, t: Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(weight_packed, weight_scale) of an MXFP4 pair, either entry of it: the codes and scales the quantized
-        Gaussian weight of its role's std has (dayone.synth.mxfp4_draw), drawn once for the pair by its `name`."""
-        role, (rows, cols) = self._weight(t)
-        return draw_mxfp4(rows, cols, self._std(role, (rows, cols)), generator(self.seed, name))
-
-    def _weight(self, t: Tensor) -> tuple[str, tuple[int, ...]]:
-        """(role, shape) of the weight an entry holds: an MXFP4 pair's entry names its dequantized [out, in]."""
-        role, shape = t.role.removesuffix(".packed").removesuffix(".scale"), t.shape
-        if t.role.endswith((".packed", ".scale")):
-            group = self.spec.quantization.group_size  # type: ignore[union-attr]
-            shape = (shape[0], shape[1] * 2 if t.role.endswith(".packed") else shape[1] * group)
-        return role, shape
 
     def _special(self, role: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor | None:
         spec = self.spec

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 from dayone.checkpoint.writer import write_checkpoint
+from dayone.kernels.mxfp4 import quantize_mxfp4
 from dayone.spec.hf_config import to_hf_config
 from dayone.spec.manifest import Manifest, Tensor, build_manifest
 from dayone.spec.schema import ModelSpec
@@ -19,7 +20,7 @@ def tensor_bytes(t: torch.Tensor) -> bytes:
 
 
 class SyntheticData:
-    """`data` callback for write_checkpoint: manifest entry -> bytes. An MXFP4 pair's two entries are one draw."""
+    """`data` callback for write_checkpoint: manifest entry -> bytes. MXFP4 pairs are quantized from one draw."""
 
     def __init__(self, spec: ModelSpec, seed: int) -> None:
         self.draw = WeightDraw(spec, seed)
@@ -29,7 +30,7 @@ class SyntheticData:
         if t.role.endswith((".packed", ".scale")):
             base = t.name.rsplit(".", 1)[0]  # "...experts.5.w1"
             if self._pair is None or self._pair[0] != base:
-                self._pair = (base, self.draw.mxfp4(t, name=base))
+                self._pair = (base, quantize_mxfp4(self.draw(t, name=base)))
             packed, scale = self._pair[1]
             return packed if t.role.endswith(".packed") else scale
         return self.draw(t).to(TORCH_DTYPES[t.dtype])
