@@ -139,8 +139,10 @@ def test_conform_prints_a_line_per_level_and_world_size_off_a_terminal(stand_in)
     expected = ["conform: sglang: installing the adapter in its peer environment"]
     for world, dtypes in ((1, "float32, bfloat16"), (2, "float32")):
         expected += [
-            f"conform: sglang world size {world}: probing discovered, accepted, built, loaded, then the forward in "
-            f"{dtypes} in the same sglang process",
+            (
+                f"conform: sglang world size {world}: probing discovered, accepted, built, loaded, then the forward "
+                f"in {dtypes} in the same sglang process"
+            ),
             f"conform: sglang world size {world}: discovered pass",
             f"conform: sglang world size {world}: accepted pass",
             f"conform: sglang world size {world}: built fail: {reason}",
