@@ -63,18 +63,30 @@ def shared_kernel_cache(tmp_path_factory):
         yield shared
 
 
+# The groups, costliest first: seconds of one worker in a CI run of the whole suite on 2 cores (timestamps of each
+# test's start and end per worker, 2026-12-04). Groups start in this order, each on the first worker free, so the
+# long ones overlap from the start and the last minutes are short groups filling both workers, not one long group
+# running alone (a run in collection order ended with validate and tools on one worker, 84 s after the other).
+GROUP_COST_ORDER = ("readme", "conform", "megatron", "kernels", "generate", "drill", "hostile", "checkpoint", "model",
+                    "package", "benchmarks", "tools", "dashboard", "validate", "synth", "release", "spec")  # fmt: skip
+
+
+def group_of(nodeid: str) -> str:
+    """A test's group: its folder of tests/ (a file at the top is its own group), the README run's readers together."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    folder = parts[1] if len(parts) > 2 else parts[-1]
+    return "readme" if folder in READS_THE_README_RUN else folder
+
+
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (`-n auto`, the README's test command) each group of tests goes whole to one worker, so the
     session and module fixtures its folder builds (checkpoints, compiled kernels, peer probes, the README's run) are
-    built once. A group is a folder of tests/ (a file at its top is its own group), the README run's readers together;
-    groups start in collection order, so the long README group starts within the first minute."""
+    built once. Groups start in the collection's order, which pytest_collection_modifyitems makes GROUP_COST_ORDER."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FolderScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("::", 1)[0].split("/")
-            folder = parts[1] if len(parts) > 2 else parts[-1]
-            return "readme" if folder in READS_THE_README_RUN else folder
+            return group_of(nodeid)
 
     config.option.loadscopereorder = False
     return FolderScheduling(config, log)
@@ -175,6 +187,8 @@ SLOW_TESTS = frozenset({
 
 
 def pytest_collection_modifyitems(config, items):
+    rank = {group: i for i, group in enumerate(GROUP_COST_ORDER)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: file order kept in a group
     tests = Path(__file__).parent
     for item in items:
         module = Path(str(item.fspath)).relative_to(tests).as_posix()
