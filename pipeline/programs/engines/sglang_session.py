@@ -9,8 +9,9 @@ JOBS.json: [{"kind": "probe" | "forward", "package_site", "checkpoint", "world_s
 a forward job also with "dtype" and "prompts". Each job writes what its own script writes (sglang_probe.py:
 OUT/levels.json, sglang_forward.py: OUT/forward.json). Importing SGLang takes about 6 s of one core, as long as a
 tiny model's whole forward: the driver's five engine processes of a run at world sizes 1 and 2 were mostly imports.
-The jobs run in order and each runs whatever the earlier ones found: the driver judges "loaded" from the probe's
-dump and discards a forward that followed a load it failed.
+The jobs run in order; after a probe that failed a level the forwards are not run (the driver judges none after a
+failed level), and the driver, which judges "loaded" from the probe's dump, discards a forward that followed a load
+it found wrong.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import sglang_forward as forward  # the sibling programs (this folder is on sys.path)
 import sglang_probe as probe
+from probe_levels import probe_passed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         world, parallel = int(job["world_size"]), bool(job.get("expert_parallel"))
         if job["kind"] == "probe":
             probe.run_job(site, checkpoint, world, out, start_method, version("sglang"), parallel)
+            if not probe_passed(out):
+                break
         else:
             forward.run_job(site, checkpoint, world, job["dtype"], Path(job["prompts"]), out, start_method, parallel)
     return 0

@@ -159,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.package_site is None) == (not args.builtin):
         parser.error("give --package-site or --builtin")
+    forward_job(args)
+    return 0
+
+
+def forward_job(args) -> None:
+    """One engine session generating the prompts (`run`), its result written to OUT/forward.json; the engine is shut
+    down after it, so that another can start in this process (vllm_session.py)."""
     args.out.mkdir(parents=True, exist_ok=True)
     peer_environment(None if args.builtin else args.package_site, args.out)
     from cores import per_rank  # this folder is on sys.path
@@ -174,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 -- the level's one line; the traceback beside it
         result = {"status": "fail", "detail": _line(err), "traceback": traceback.format_exc()[-4000:]}
     (args.out / "forward.json").write_text(json.dumps(result, indent=1))
-    return 0
+    import gc
+
+    from vllm.distributed import cleanup_dist_env_and_memory
+
+    gc.collect()  # the engine `run` made is unreachable now: its workers and process groups go with it
+    cleanup_dist_env_and_memory()
 
 
 def peer_environment(package_site: Path | None, out: Path) -> None:

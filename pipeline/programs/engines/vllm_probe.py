@@ -14,7 +14,7 @@ package the way users' installs are found: its `vllm.general_plugins` entry poin
     built       every rank builds the model inside vLLM's initialised parallel state (gloo, tensor parallel N)
     loaded      vLLM's DefaultModelLoader streams the checkpoint through the model's load_weights; this probe
                 only records (it is never "pass" here): the driver compares the dump with its reference reading
-    forward     run by the driver in a fresh process (vllm_forward.py: the engine users run, vllm.LLM); "not run"
+    forward     run by the driver after this probe (vllm_forward.py: the engine users run, vllm.LLM); "not run"
                 here
 Writes OUTDIR/levels.json, and per rank rank{R}.safetensors (every parameter and buffer after the first load),
 rank{R}.derived.safetensors / rank{R}.derived2.safetensors (derived tensors after the first load and after a
@@ -36,7 +36,7 @@ from pathlib import Path
 
 FRAMEWORK = "vllm"
 LEVELS = ("discovered", "accepted", "built", "loaded", "forward")
-FORWARD_ELSEWHERE = "run by vllm_forward.py through vllm.LLM, in a process of its own"
+FORWARD_ELSEWHERE = "run by vllm_forward.py through vllm.LLM, not in this probe"
 
 
 def _line(err: BaseException) -> str:
