@@ -155,20 +155,19 @@ def _without_local_paths(report: TargetReport, names: dict[str, str]) -> TargetR
     return report
 
 
-def _job(kind: str, site: Path, checkpoint: Path, world: int, out: Path, expert_parallel: bool, **more) -> dict:
-    """A probe or forward job as the peer programs take it (a session program's JOBS.json entry)."""
-    return {"kind": kind, "package_site": str(site), "checkpoint": str(checkpoint), "world_size": world,
-            "out": str(out), "expert_parallel": expert_parallel, **more}  # fmt: skip
+def _job(kind: str, site: Path, checkpoint: Path, world: int, out: Path, expert_parallel: bool, **forward) -> dict:
+    """A probe or forward job: its own script's arguments (`argv`), and what the driver reads back (a session program
+    takes a list of them, JOBS.json). `forward`: the forward's dtype and prompts file."""
+    argv = ["--package-site", str(site), "--checkpoint", str(checkpoint), "--world-size", str(world), "--out", str(out)]
+    argv += [arg for key, value in forward.items() for arg in (f"--{key}", str(value))]
+    argv += ["--expert-parallel"] if expert_parallel else []
+    return {"kind": kind, "world_size": world, "out": str(out), "argv": argv, **forward}
 
 
 def _command(python: Path, target: str, job: dict) -> list[str]:
     """The command line of one job's own program (the probe or the forward script)."""
     script = peers.probe_script(target) if job["kind"] == "probe" else peers.forward_script(target)
-    cmd = [str(python), str(script), "--package-site", job["package_site"], "--checkpoint", job["checkpoint"],
-           "--world-size", str(job["world_size"]), "--out", job["out"]]  # fmt: skip
-    if job["kind"] == "forward":
-        cmd += ["--dtype", job["dtype"], "--prompts", job["prompts"]]
-    return cmd + (["--expert-parallel"] if job["expert_parallel"] else [])
+    return [str(python), str(script), *job["argv"]]
 
 
 def _execute(python: Path, target: str, jobs: list[dict], out: Path) -> list[str]:

@@ -5,13 +5,12 @@ Run with the SGLang peer environment's python (dayone is not installed there):
 
     python sglang_session.py --jobs JOBS.json
 
-JOBS.json: [{"kind": "probe" | "forward", "package_site", "checkpoint", "world_size", "out", "expert_parallel"}, ...],
-a forward job also with "dtype" and "prompts". Each job writes what its own script writes (sglang_probe.py:
-OUT/levels.json, sglang_forward.py: OUT/forward.json). Importing SGLang takes about 6 s of one core, as long as a
-tiny model's whole forward: the driver's five engine processes of a run at world sizes 1 and 2 were mostly imports.
-The jobs run in order; after a probe that failed a level the forwards are not run (the driver judges none after a
-failed level), and the driver, which judges "loaded" from the probe's dump, discards a forward that followed a load
-it found wrong.
+JOBS.json: [{"kind": "probe" | "forward", "world_size", "out", "argv"}, ...], argv the job's own script's arguments
+(sglang_probe.py: OUT/levels.json, sglang_forward.py: OUT/forward.json, each run here by its main(argv)). Importing
+SGLang takes about 6 s of one core, as long as a tiny model's whole forward: the driver's five engine processes of a
+run at world sizes 1 and 2 were mostly imports. The jobs run in order; after a probe that failed a level the
+forwards are not run (the driver judges none after a failed level), and the driver, which judges "loaded" from the
+probe's dump, discards a forward that followed a load it found wrong.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import sglang_forward as forward  # the sibling programs (this folder is on sys.path)
@@ -31,16 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
     jobs = json.loads(parser.parse_args(argv).jobs.read_text())
-    start_method = probe.warm()
-    for job in jobs:
-        site, checkpoint, out = Path(job["package_site"]), Path(job["checkpoint"]), Path(job["out"])
-        world, parallel = int(job["world_size"]), bool(job.get("expert_parallel"))
+    for job in jobs:  # each main() warms SGLang: an import only the first pays
         if job["kind"] == "probe":
-            probe.run_job(site, checkpoint, world, out, start_method, version("sglang"), parallel)
-            if not probe_passed(out):
+            probe.main(job["argv"])
+            if not probe_passed(Path(job["out"])):
                 break
         else:
-            forward.run_job(site, checkpoint, world, job["dtype"], Path(job["prompts"]), out, start_method, parallel)
+            forward.main(job["argv"])
     return 0
 
 

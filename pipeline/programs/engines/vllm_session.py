@@ -5,13 +5,13 @@ Run with the vLLM peer environment's python (dayone is not installed there):
 
     python vllm_session.py --jobs JOBS.json
 
-JOBS.json: [{"kind": "probe" | "forward", "package_site", "checkpoint", "world_size", "out", "expert_parallel"}, ...],
-a forward job also with "dtype" and "prompts". Each job writes what its own script writes (vllm_probe.py:
-OUT/levels.json, vllm_forward.py: OUT/forward.json). The probe runs in a process forked from this one, which has
-imported vLLM and run no torch operation (no OpenMP pool to inherit): at world size 1 it sets up vLLM's distributed
-state in its own process, which an engine started after it here would meet. The forwards run here, one `vllm.LLM`
-after another, each shut down before the next (vllm_forward.forward_job). On 2 cores the fp32 and bf16 forwards of
-the README run's K3 took 15 s in one process against 23 s in two, with the same tokens and log-probs.
+JOBS.json: [{"kind": "probe" | "forward", "world_size", "out", "argv"}, ...], argv the job's own script's arguments
+(vllm_probe.py: OUT/levels.json, vllm_forward.py: OUT/forward.json, each run here by its main(argv)). The probe runs
+in a process forked from this one, which has imported vLLM and run no torch operation (no OpenMP pool to inherit):
+at world size 1 it sets up vLLM's distributed state in its own process, which an engine started after it here would
+meet. The forwards run here, one `vllm.LLM` after another, each shut down before the next
+(vllm_forward.forward_job). On 2 cores the fp32 and bf16 forwards of the README run's K3 took 15 s in one process
+against 23 s in two, with the same tokens and log-probs.
 """
 
 from __future__ import annotations
@@ -27,15 +27,6 @@ from cores import per_rank  # the sibling programs (this folder is on sys.path)
 from probe_levels import probe_passed
 
 
-def _argv(job: dict) -> list[str]:
-    """The job as its own script's command line."""
-    argv = ["--package-site", job["package_site"], "--checkpoint", job["checkpoint"], "--world-size",
-            str(job["world_size"]), "--out", job["out"]]  # fmt: skip
-    if job["kind"] == "forward":
-        argv += ["--dtype", job["dtype"], "--prompts", job["prompts"]]
-    return argv + (["--expert-parallel"] if job["expert_parallel"] else [])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
@@ -49,13 +40,13 @@ def main(argv: list[str] | None = None) -> int:
 
     for job in jobs:
         if job["kind"] == "probe":
-            probe = multiprocessing.get_context("fork").Process(target=vllm_probe.main, args=(_argv(job),))
+            probe = multiprocessing.get_context("fork").Process(target=vllm_probe.main, args=(job["argv"],))
             probe.start()
             probe.join()
             if not probe_passed(Path(job["out"])):
                 break
         else:
-            vllm_forward.main(_argv(job))
+            vllm_forward.main(job["argv"])
     return 0
 
 
