@@ -297,6 +297,15 @@ def _build_row(spec: Specialization, arch: str, cubin: Path) -> Resources:
     )  # fmt: skip
 
 
+def copy_cubins(table: list[Resources], cache_dir: str | Path, dest: str | Path) -> None:
+    """Each row's cubin and row file from a shared cache into `dest` (a command's own folder), each written whole."""
+    cache, dest = Path(cache_dir), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for row in table:
+        for name in (row.cubin, f"{row.cubin.removesuffix('.cubin')}.json"):
+            _write_atomic(dest / name, (cache / name).read_bytes())
+
+
 def save_plan(cache_dir: str | Path, key: str, table: list[Resources]) -> None:
     """Record a whole compile's table under its plan key (dayone.compile_stage.plan_key)."""
     rows = [{**row.as_dict(), "cached": False} for row in table]

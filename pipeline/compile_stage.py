@@ -23,8 +23,17 @@ from dayone.spec.schema import ModelSpec
 if TYPE_CHECKING:  # the autotuner imports torch; compiling alone does not need it
     from dayone.kernels.autotune import Candidate, Tuned
 
+# A cubin cache shared by every compile (`integrate compile` and run's compile stage), as TRITON_CACHE_DIR is for
+# Triton: a cubin's key is everything that decides it (dayone.kernels.aot.cache_key), so any compile may read another's.
+KERNEL_CACHE_ENV = "DAYONE_KERNEL_CACHE"
 # Every kernel package whose aot module exposes specializations(dims); compile order follows the model's data flow.
 KERNEL_PACKAGES = ("short_conv", "kda", "gated_rmsnorm", "mla_decode", "attn_residual", "situ", "mxfp4", "moe_combine")
+
+
+def kernel_cache(default: Path) -> Path:
+    """Where a compile keeps its cubins: $DAYONE_KERNEL_CACHE when set, else `default` (the command's own folder)."""
+    shared = os.environ.get(KERNEL_CACHE_ENV)
+    return Path(shared) if shared else default
 
 
 def kernel_dims(spec: ModelSpec) -> KernelDims:

@@ -53,9 +53,10 @@ READS_THE_README_RUN = ("cli", "run", "workflow")
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_kernel_cache(tmp_path_factory):
-    """Every `integrate run` of the session (the README's, the resumed and edited runs, the workflow's) compiles into
-    one kernel cache (dayone.run.stages.KERNEL_CACHE_ENV), shared by the xdist workers: a cubin is keyed by all that
-    decides it, so a second run of the same kernel reads it instead of running ptxas again."""
+    """Every `integrate compile` and `integrate run` of the session (the README's run, the resumed and edited runs, the
+    workflow's) compiles into one kernel cache (dayone.compile_stage.KERNEL_CACHE_ENV), shared by the xdist workers: a
+    cubin is keyed by all that decides it, so a second build of the same kernel reads it instead of running ptxas
+    again (the README run's compile stage builds what tests/cli's K3 compile built)."""
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "kernel-cache"
     with pytest.MonkeyPatch.context() as patch:

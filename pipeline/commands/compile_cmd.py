@@ -53,23 +53,27 @@ def compile_cmd(
 ) -> None:
     """Compile every kernel specialisation SPEC needs, for each arch, without a GPU."""
     compiling_process()
-    from dayone.compile_stage import plan_key
-    from dayone.kernels.aot import AotError, format_table, load_plan, save_plan
+    from dayone.compile_stage import kernel_cache, plan_key
+    from dayone.kernels.aot import AotError, copy_cubins, format_table, load_plan, save_plan
 
     tuned_arch = _autotune_arch(archs) if autotune else None
     spec = load_spec(spec_arg)
     out = output or Path("build") / "kernels" / spec.name
+    # OUT/cubin is the cache unless $DAYONE_KERNEL_CACHE names a shared one; OUT/cubin then gets copies of the cubins.
+    cache = kernel_cache(out / "cubin")
     start = time.perf_counter()
     # A compile whose plan key (spec dims, archs, kernel sources, Triton version) was built before is a lookup that
     # imports neither triton nor torch; autotuned builds depend on the GPU's timings and are never looked up.
     key = None if tuned_arch else plan_key(spec, archs)
     tuned = []
     try:
-        table = load_plan(out / "cubin", key, max_spill_bytes) if key else None
+        table = load_plan(cache, key, max_spill_bytes) if key else None
         if table is None:
-            tuned, table = _build(spec, archs, out, max_spill_bytes, tuned_arch, as_json)
+            tuned, table = _build(spec, archs, cache, max_spill_bytes, tuned_arch, as_json)
             if key:
-                save_plan(out / "cubin", key, table)
+                save_plan(cache, key, table)
+        if cache != out / "cubin":
+            copy_cubins(table, cache, out / "cubin")
     except AotError as err:
         raise InputError(f"{spec.name}: {err}") from None
     report = {
@@ -101,14 +105,14 @@ def compile_cmd(
         console.print(f"{len(table)} kernel builds ({hits} from cache) in {report['seconds']:.2f} s -> {shown(out)}")
 
 
-def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_arch: str | None, quiet: bool):
+def _build(spec, archs: tuple[str, ...], cache: Path, max_spill_bytes: int, tuned_arch: str | None, quiet: bool):
     """(autotuning results, resource table): compile (or find in the cubin cache) every kernel instance."""
     from dayone.compile_stage import build_plan, specializations_for
     from dayone.kernels.aot import compile_specializations
     from rich.progress import Progress
 
     specs = specializations_for(spec)
-    tuned = _autotune(spec, tuned_arch, out / "cubin", max_spill_bytes, quiet) if tuned_arch else []
+    tuned = _autotune(spec, tuned_arch, cache, max_spill_bytes, quiet) if tuned_arch else []
     table = []
     with Progress(console=console, transient=True, disable=quiet) as progress:
         task = progress.add_task(f"compiling {len(specs)} kernels x {len(archs)} archs", total=len(specs))
@@ -116,7 +120,7 @@ def _build(spec, archs: tuple[str, ...], out: Path, max_spill_bytes: int, tuned_
             # off a terminal (rich draws nothing there) a timestamped line per kernel on stderr, as `run` shows
             step(f"compile: kernel {i} of {len(specs)}: {specs[i - 1].kernel}")
             for one, arch in builds:
-                table.extend(compile_specializations([one], (arch,), out / "cubin", max_spill_bytes))
+                table.extend(compile_specializations([one], (arch,), cache, max_spill_bytes))
             progress.advance(task)
     return tuned, table
 

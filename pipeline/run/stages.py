@@ -270,13 +270,11 @@ def _levels_not_run(levels: list[dict]) -> str:
 
 def compile_stage(ctx: RunContext) -> Stage:
     def run(workdir: Path) -> StageResult:
-        from dayone.compile_stage import specializations_for
+        from dayone.compile_stage import kernel_cache, specializations_for
         from dayone.kernels.aot import AotError, compile_specializations
         from dayone.present import step
 
-        # Like Triton's TRITON_CACHE_DIR: a cubin is keyed by everything that decides it (dayone.kernels.aot.cache_key),
-        # so runs may share one cache; by default each OUT keeps its own.
-        cache = Path(os.environ.get(KERNEL_CACHE_ENV) or ctx.out / "cache" / "kernels")
+        cache = kernel_cache(ctx.out / "cache" / "kernels")  # by default each OUT keeps its own
         specs = specializations_for(ctx.widths)
         table = []
         try:
@@ -431,7 +429,6 @@ def publish_stage(ctx: RunContext, release: Publish) -> Stage:
     return Stage("publish", inputs, run, after=("package",), code=("dayone.release.github",))
 
 
-KERNEL_CACHE_ENV = "DAYONE_KERNEL_CACHE"
 _NOT_GENERATED = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 # What generate runs: the generators (imported modules followed), the static checks, and the templates they render.
 GENERATE_CODE = (

@@ -1,12 +1,14 @@
 """`integrate compile`: real sm_90 / sm_100 cubins for every kernel both shipped specs need, on a CPU-only machine."""
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from cli_runner import PROGRESS, assert_bad_input, integrate
-from dayone.compile_stage import KERNEL_PACKAGES
+from dayone.compile_stage import KERNEL_CACHE_ENV, KERNEL_PACKAGES
 
 
 def test_k3_builds_every_kernel_for_both_archs(k3_build):
@@ -59,14 +61,29 @@ def test_recompiling_unchanged_is_a_cache_lookup(k3_build):
     assert json.loads((k3_build.out / "resources.json").read_text()) == report
 
 
+def test_a_shared_cache_serves_a_compile_into_another_folder(k3_build, tmp_path):
+    """With $DAYONE_KERNEL_CACHE set (the test session sets it), the cubins live in that cache and OUT/cubin holds
+    copies: a compile of the same spec into a new folder builds nothing and leaves the same cubins there."""
+    shared = Path(os.environ[KERNEL_CACHE_ENV])
+    args = [tmp_path / "other" if a == k3_build.out else a for a in k3_build.args]
+    report = json.loads(integrate(*args, "--json").out)
+    assert report["kernels"] and all(row["cached"] for row in report["kernels"])
+    for row in report["kernels"]:
+        built = (k3_build.out / "cubin" / row["cubin"]).read_bytes()
+        assert (
+            (tmp_path / "other" / "cubin" / row["cubin"]).read_bytes() == built == (shared / row["cubin"]).read_bytes()
+        )
+
+
 def test_a_lost_cubin_is_rebuilt_not_looked_up(k3_build, tmp_path):
-    """The whole-compile lookup vouches for its cubins only while every one of them is on disk."""
+    """The whole-compile lookup vouches for its cubins only while every one of them is on disk (OUT/cubin as the
+    cache: no shared one)."""
     out = tmp_path / "out"
     shutil.copytree(k3_build.out, out)
     first = k3_build.report["kernels"][0]
     (out / "cubin" / first["cubin"]).unlink()
     args = [out if a == k3_build.out else a for a in k3_build.args]
-    report = json.loads(integrate(*args, "--json").out)
+    report = json.loads(integrate(*args, "--json", env={KERNEL_CACHE_ENV: ""}).out)
     rebuilt = [row for row in report["kernels"] if not row["cached"]]
     assert [(r["kernel"], r["arch"]) for r in rebuilt] == [(first["kernel"], first["arch"])]
     assert (out / "cubin" / first["cubin"]).read_bytes()[:4] == b"\x7fELF"

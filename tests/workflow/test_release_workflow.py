@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import pytest
 from cli_runner import integrate
 from dayone.checks.releases import cache_dir
-from dayone.run.stages import KERNEL_CACHE_ENV
+from dayone.compile_stage import KERNEL_CACHE_ENV
 from gha_runner import FAILURE, SKIPPED, SUCCESS, Event, Runner
 from readme_demo import REPO, checkout_tree
 
