@@ -50,9 +50,8 @@ def _roles(spec: ModelSpec) -> dict[tuple[str, str | None], str]:
 
 def _coverage(table, spec: ModelSpec) -> list[str]:
     expected = build_manifest(spec).expected()
-    consumed: Counter[str] = Counter()
-    for row in walk.rows(table):
-        consumed.update(walk.sources(row))
+    # One count over every name (Counter's C loop): the full K3's table has half a million rows.
+    consumed = Counter(name for row in walk.rows(table) for name in walk.sources(row))
     problems = [f"{name}: no rule consumes it" for name in expected if name not in consumed]
     problems += [f"{name}: consumed {n} times (by {n} rules)" for name, n in consumed.items() if n > 1]
     problems += [f"{name}: not a tensor of a {spec.name} checkpoint" for name in consumed if name not in expected]
