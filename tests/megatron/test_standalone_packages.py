@@ -1,6 +1,6 @@
 """The generated Miles and Megatron-Bridge packages used where a trainer uses them: a fresh venv with the package's
-wheel and exactly the dependencies it declares (torch 2.13.0 from the local wheel, Triton, pydantic, and
-megatron-core / megatron-bridge as the peer installs them, --no-deps), no dayone. There the package imports, builds
+wheel and exactly the dependencies it declares (torch, Triton and pydantic at this environment's versions, with what
+they require, and megatron-core / megatron-bridge as the peer installs them, --no-deps), no dayone. There the package imports, builds
 the model through its own provider (Miles: the --spec plugin over the config Megatron-LM makes from the model
 arguments; Megatron-Bridge: register() and the bridge's provider_bridge), loads the synthetic checkpoint through its
 own walker, and its per-token log-probs equal dayone's reference tier's within 1e-5 (fp32), computed here.
@@ -31,6 +31,8 @@ from dayone.adapters.targets import common, megatron_bridge, miles
 from dayone.programs.megatron import check_bridge
 from dayone.programs.megatron.verify import synthetic_checkpoint, tiny_stand_in
 from dayone.spec.registry import load_spec, spec_to_dict
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 HERE = Path(__file__).parent
 PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
@@ -50,15 +52,38 @@ FRAMEWORK_DEPENDENCIES = {"miles": ("numpy", "packaging", "safetensors"),
 def fresh_python(tmp_path_factory) -> Path:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
     root = tmp_path_factory.mktemp("fresh") / "venv"
-    venv.create(root, with_pip=True)
+    venv.create(root, with_pip=False)
     python = root / "bin" / "python"
     install(python, FROM_MAIN)
     return python
 
 
 def install(python: Path, names) -> None:
-    pins = [f"{name}=={metadata.version(name)}" for name in names]
-    subprocess.run([python, "-m", "pip", "install", "-q", *pins], check=True, capture_output=True, timeout=900)
+    """What `pip install NAME==<this environment's version>` puts in the venv, for each name: the distribution and
+    every one it requires (markers evaluated, no extras), linked from this environment's site-packages, files and
+    metadata, rather than unpacked again (torch's wheel alone took most of a minute to install)."""
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())  # fmt: skip
+    for dist in requirement_closure(names):
+        for top in {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}:
+            if not (site / top).exists():
+                (site / top).symlink_to(Path(dist.locate_file(top)))
+
+
+def requirement_closure(names) -> list[metadata.Distribution]:
+    found: dict[str, metadata.Distribution] = {}
+    todo = list(names)
+    while todo:
+        dist = metadata.distribution(todo.pop())
+        name = canonicalize_name(dist.metadata["Name"])
+        if name in found:
+            continue
+        found[name] = dist
+        for line in dist.requires or ():
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return list(found.values())
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +138,7 @@ def test_package_runs_without_dayone(target, fresh_python, stand_in_and_checkpoi
     venv_dir = fresh_python.parents[1]
     install(fresh_python, FRAMEWORK_DEPENDENCIES[target])
     target_dir = tmp_path / "site"
-    subprocess.run([fresh_python, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target_dir), str(wheel)],
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target_dir), str(wheel)],
                    check=True, capture_output=True, timeout=600)  # fmt: skip
     case = tmp_path / "case"
     case.mkdir()
