@@ -59,9 +59,12 @@ def conform_target(
     world_sizes=(1, 2),
     keep: Path | None = None,
     forward_dtypes: tuple[str, ...] = FORWARD_DTYPES,
+    references: References | None = None,
 ) -> TargetReport:
     """adapter: the target's generated folder (its pyproject.toml); keep: leave the probes' dumps here;
-    forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes."""
+    forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes;
+    references: the reference tier's runs on this checkpoint, shared with other targets (each engine's fp32 forward
+    finishes the same sequences, and a reference run of the README's 93 layers takes seconds)."""
     # The probes run in other folders, and the report names the checkpoint by its absolute path, never a relative
     # one (a folder called "ck" would be scrubbed out of every word holding those letters).
     checkpoint = Path(checkpoint).resolve()
@@ -83,7 +86,6 @@ def conform_target(
             for run in failed.runs:
                 run.levels["discovered"] = _level("fail", reason)
             return failed
-        references = None
         table = build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
         for world in world_sizes:
             out = (keep or scratch) / f"{target}-ws{world}"

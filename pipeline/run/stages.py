@@ -190,12 +190,16 @@ def conform_stage(ctx: RunContext) -> Stage:
 
     def run(workdir: Path) -> StageResult:
         from dayone.conform.driver import cell_details, conform_target
+        from dayone.conform.forward import References
 
         generated = ctx.out / "stages" / "generate"
         statuses, lines = [], []
+        references = References(ctx.checkpoint, ctx.spec)  # computed as the first forward is judged, then shared
         for target in (t for t in ctx.targets if t in ENGINES):
             # Without timings: they vary between runs; the stage's files must not.
-            report = conform_target(target, generated / target, ctx.checkpoint.root, ctx.spec).without_timings()
+            report = conform_target(
+                target, generated / target, ctx.checkpoint.root, ctx.spec, references=references
+            ).without_timings()
             _dump(workdir / f"conform-{target}.json", report.as_dict())
             details = cell_details(report)
             status = FAIL if not report.passed else details.pop("status")

@@ -16,7 +16,7 @@ def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monk
     spec, checkpoint, _, report = shipped
     calls = []
 
-    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
+    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None, references=None):
         calls.append((target, adapter.name))
         if target == "vllm":
             return report.model_copy(deep=True)
@@ -45,7 +45,7 @@ def test_conform_stage_summary_names_the_levels_not_run(tmp_path, monkeypatch):
 
     from dayone.spec.registry import load_spec
 
-    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None):
+    def conform_target(target, adapter, ckpt, spec_arg, world_sizes=(1, 2), keep=None, references=None):
         report = driver.not_run_report(target, world_sizes, "needs a GPU (test)")
         for run in report.runs:
             for level in ("discovered", "accepted", "built") + (("loaded",) if run.world_size == 1 else ()):

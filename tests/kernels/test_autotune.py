@@ -175,17 +175,20 @@ def test_a_wrong_config_of_a_real_kernel_is_rejected_in_the_interpreter():
 
 AOT_SCRIPT = """
 import json, sys
+from pathlib import Path
 from unittest import mock
 from click.testing import CliRunner
 from dayone.commands.compile_cmd import compile_cmd
 from dayone.compile_stage import candidates_for
 from dayone.kernels import autotune as at
 from dayone.kernels.kda.aot import candidates as kda_candidates
-from dayone.compile_stage import kernel_dims
+from dayone.compile_stage import kernel_cache, kernel_dims
 from dayone.spec.registry import load_spec
 
 out = sys.argv[1]
-cache = out + "/cubin"
+# the session's shared cubin cache (tests/conftest.py), as `integrate compile` below uses: each shipped default is
+# built once in the session, here or by the compile and run tests
+cache = kernel_cache(Path(out) / "cubin")
 fits = {}
 for name in ("kimi-k3", "kimi-linear-48b-a3b"):
     for c in candidates_for(load_spec(name)):
