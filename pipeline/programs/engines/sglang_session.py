@@ -15,28 +15,16 @@ probe's dump, discards a forward that followed a load it found wrong.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 
 import sglang_forward as forward  # the sibling programs (this folder is on sys.path)
 import sglang_probe as probe
-from probe_levels import probe_passed
+from session_jobs import read_jobs, run_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
-    jobs = json.loads(parser.parse_args(argv).jobs.read_text())
-    for job in jobs:  # each main() warms SGLang: an import only the first pays
-        if job["kind"] == "probe":
-            probe.main(job["argv"])
-            if not probe_passed(Path(job["out"])):
-                break
-        else:
-            forward.main(job["argv"])
-    return 0
+    jobs = read_jobs(argv, __doc__.split("\n")[0])
+    return run_jobs(jobs, probe.main, forward.main)  # each main() warms SGLang: an import only the first pays
 
 
 if __name__ == "__main__":

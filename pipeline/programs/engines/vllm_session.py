@@ -16,21 +16,16 @@ against 23 s in two, with the same tokens and log-probs.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
 import os
 import sys
-from pathlib import Path
 
 from cores import per_rank  # the sibling programs (this folder is on sys.path)
-from probe_levels import probe_passed
+from session_jobs import read_jobs, run_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
-    jobs = json.loads(parser.parse_args(argv).jobs.read_text())
+    jobs = read_jobs(argv, __doc__.split("\n")[0])
     # Read by torch when it is imported (with vLLM, below): the share of the cores of each of the world's ranks.
     os.environ["OMP_NUM_THREADS"] = str(per_rank(max(int(job["world_size"]) for job in jobs)))
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
@@ -38,16 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     import vllm_forward
     import vllm_probe
 
-    for job in jobs:
-        if job["kind"] == "probe":
-            probe = multiprocessing.get_context("fork").Process(target=vllm_probe.main, args=(job["argv"],))
-            probe.start()
-            probe.join()
-            if not probe_passed(Path(job["out"])):
-                break
-        else:
-            vllm_forward.main(job["argv"])
-    return 0
+    def probe_in_a_fork(argv: list[str]) -> None:
+        process = multiprocessing.get_context("fork").Process(target=vllm_probe.main, args=(argv,))
+        process.start()
+        process.join()
+
+    return run_jobs(jobs, probe_in_a_fork, vllm_forward.main)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,38 @@
+"""A session program's jobs (sglang_session.py, vllm_session.py): read from JOBS.json, run in order, the forwards
+only after a probe that failed no level."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+
+def read_jobs(argv: list[str] | None, description: str) -> list[dict]:
+    """The jobs of `--jobs JOBS.json`: [{"kind": "probe" | "forward", "world_size", "out", "argv"}, ...]."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--jobs", type=Path, required=True, help="a JSON list of probe and forward jobs")
+    return json.loads(parser.parse_args(argv).jobs.read_text())
+
+
+def run_jobs(jobs: list[dict], probe: Callable[[list[str]], object], forward: Callable[[list[str]], object]) -> int:
+    """Each job's program called with its own arguments, in order; after a probe that failed a level, nothing more."""
+    for job in jobs:
+        if job["kind"] == "probe":
+            probe(job["argv"])
+            if not probe_passed(Path(job["out"])):
+                break
+        else:
+            forward(job["argv"])
+    return 0
+
+
+def probe_passed(out: Path) -> bool:
+    """Whether the probe wrote its levels with none failed: the forwards after a failed probe would load what the
+    probe could not, and the driver judges none of them (forward is "not run" after a failed level)."""
+    try:
+        levels = json.loads((out / "levels.json").read_text())["levels"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return all(isinstance(level, dict) and level.get("status") != "fail" for level in levels.values())
