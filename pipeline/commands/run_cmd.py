@@ -128,7 +128,7 @@ def _run(options, as_json: bool):
             if results["synth"].status != PASS:
                 shown.started("dashboard")
                 return _finish(out, created, None, results, options.gpu, options.gpus), results
-            checkpoint, spec_arg = str(out / "stages" / results["synth"].outputs["checkpoint"]), None
+            checkpoint, spec_arg = str(results["synth"].output.checkpoint), None
         ckpt = open_checkpoint(checkpoint, read_headers=False)
         spec = spec_for_checkpoint(ckpt, spec_arg)
         if demo:  # the run made this stand-in: its lineage names it (kimi-k3-tiny), as it named the synth's spec
@@ -237,8 +237,8 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
     # A stage that started this time wrote its own reports, whatever its status (conform without its peers ends
     # "not run" with a report per engine saying which peer is missing); one that never started (skipped, or a stage
     # it needs failed) may hold an earlier run's folder, and gets stand-in reports instead.
-    ran = [name for name, r in results.items() if r.status != NOT_RUN or r.seconds]
-    files = sorted(p for name in ran for p in (out / "stages" / name).glob("report-*.json"))
+    ran = {name: r for name, r in results.items() if r.status != NOT_RUN or r.seconds}
+    files = sorted(p for name, r in ran.items() for p in _reports_of(out / "stages" / name, r))
     not_run = _stand_in_reports(ctx, results, files) if ctx is not None else []
     # OUT/reports: this run's reports, flat, for `integrate dashboard` and the release workflow.
     with staged_folder(out / "reports") as folder:
@@ -248,6 +248,14 @@ def _finish(out: Path, created: datetime, ctx, results: dict, gpu: str, gpus: in
             write_report(folder / f"report-{r.stage}{'-' + r.target if r.target else ''}.json", r)
     build_site(load_reports(files) + not_run, out / "site", pre_release=set(), gpu=gpu, gpus=gpus)
     return report
+
+
+def _reports_of(folder: Path, result) -> tuple[Path, ...]:
+    """The reports a stage that started this time wrote: those its output names, or, for a stage that raised before
+    making one (a bug, bad input), whatever it wrote before that, still its evidence."""
+    if result.output is not None:
+        return result.output.reports
+    return tuple(folder.glob("report-*.json"))
 
 
 def _stand_in_reports(ctx, results: dict, files: list[Path]) -> list:

@@ -1,9 +1,10 @@
 """The digest of the dayone code a stage runs, for its cache key: after an upgrade of dayone, or an edit of a module,
 template or kernel, the stages that run it are rebuilt and the others are reused.
 
-A stage names what it runs: modules ("dayone.checks.static"), whose dayone imports are followed transitively, and
-folders ("dayone.templates.sglang.*"), every file under a package folder (templates, and packages whose modules are
-imported by name at run time). Imports are found by reading the sources (the `import` and `from ... import` lines,
+The modules a stage runs are read off its own function (function_modules: what it imports, lazily included, and the
+modules its global names come from), and their dayone imports are followed transitively. A stage declares only what
+no import shows: folders ("dayone.templates.sglang.*"), every file under a package folder (templates, scripts a peer
+runs, and packages whose modules are imported by name at run time). Imports are found by reading the sources (the `import` and `from ... import` lines,
 lazy ones inside functions included, and every string that is the whole name of a dayone module: the programs run as
 `python -m dayone.programs...` and modules imported by a name held in a table), never by importing them: a cached run stays cheap, with no torch or Triton
 imported. Modules are located through the import system, so a wheel install and an editable one digest the same
@@ -12,11 +13,16 @@ files.
 
 from __future__ import annotations
 
+import ast
+import dis
 import hashlib
 import importlib.util
+import inspect
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from types import CodeType, ModuleType
 
 ROOT = "dayone"
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+(dayone(?:\.\w+)*)", re.MULTILINE)
@@ -132,3 +138,53 @@ def _imports(module: str) -> tuple[str, ...]:
                 found.append(f"{source}.{name}")  # `from pkg import submodule` imports the submodule
     found += _NAMED.findall(text)
     return tuple(m for m in dict.fromkeys(found) if _locate(m) is not None)
+
+
+def function_modules(function: Callable) -> tuple[str, ...]:
+    """The dayone modules a function runs, read off its bytecode: those it imports (inside it, lazily, included), and
+    those its global names were imported from. A function of its own module that it calls is read the same way (its
+    module's file is the stage's definition, keyed apart); nested functions and lambdas are part of it."""
+    home = function.__module__
+    names = _imported_names(home)
+    found: dict[str, None] = {}
+    todo, seen = [function.__code__], set()
+    while todo:
+        code = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        module = None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "IMPORT_NAME":
+                module = ins.argval
+                found[module] = None
+            elif ins.opname == "IMPORT_FROM" and module:
+                found[f"{module}.{ins.argval}"] = None  # `from pkg import submodule` imports the submodule
+            elif ins.opname == "LOAD_GLOBAL":
+                value = function.__globals__.get(ins.argval)
+                if getattr(value, "__module__", None) == home and isinstance(
+                    getattr(value, "__code__", None), CodeType
+                ):
+                    todo.append(value.__code__)
+                elif ins.argval in names:
+                    found[names[ins.argval]] = None
+                elif isinstance(value, ModuleType):
+                    found[value.__name__] = None
+        todo.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return tuple(m for m in found if m.split(".")[0] == ROOT and _locate(m) is not None)
+
+
+@cache
+def _imported_names(module: str) -> dict[str, str]:
+    """{name: the dayone module it comes from} for the module's top-level `from dayone.X import name` lines (constants
+    included, which carry no __module__ of their own)."""
+    import sys
+
+    tree = ast.parse(inspect.getsource(sys.modules[module]))
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == ROOT:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                names[alias.asname or alias.name] = submodule if _locate(submodule) else node.module
+    return names

@@ -10,6 +10,7 @@ from dayone.checkpoint.reader import open_local
 from dayone.conform import driver
 from dayone.conform.results import Level
 from dayone.run import stages
+from dayone.run.outputs import GenerateOutput
 
 
 def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monkeypatch):
@@ -27,8 +28,11 @@ def test_conform_stage_writes_a_report_per_engine_target(shipped, tmp_path, monk
                             ("sglang", "vllm", "miles"), ("sm_90",))  # fmt: skip
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = stages.conform_stage(ctx).run(workdir)
+    adapters = {t: tmp_path / "generate" / t for t in ctx.targets}
+    result = stages.conform_stage(ctx).run(workdir, {"generate": GenerateOutput(adapters=adapters)})
     assert calls == [("sglang", "sglang"), ("vllm", "vllm")]  # engines only
+    assert result.output.runs == {t: workdir / f"conform-{t}.json" for t in ("sglang", "vllm")}
+    assert result.output.held == {}  # sglang not run and vllm passed: nothing held back
     assert result.status == "not run"  # sglang not run here, vllm passed: neither a failure
     written = json.loads((workdir / "report-conform-vllm.json").read_text())
     assert written["status"] == "pass" and written["target"] == "vllm"
@@ -57,7 +61,7 @@ def test_conform_stage_summary_names_the_levels_not_run(tmp_path, monkeypatch):
                             datetime(2026, 1, 1, tzinfo=UTC), ("vllm",), ("sm_90",))  # fmt: skip
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = stages.conform_stage(ctx).run(workdir)
+    result = stages.conform_stage(ctx).run(workdir, {"generate": GenerateOutput(adapters={"vllm": tmp_path / "vllm"})})
     assert result.status == "partial"  # nothing failed, yet levels were left not run
     assert result.summary == "vllm: ws1 loaded, ws2 built (partial: loaded not run, world size 2: needs a GPU (test))"
     written = json.loads((workdir / "report-conform-vllm.json").read_text())

@@ -106,7 +106,7 @@ def test_a_run_json_link_is_one_line_exit_2(tmp_path, victim):
 
 
 def _stage(name: str, calls: list) -> Stage:
-    def run(workdir: Path) -> StageResult:
+    def run(workdir: Path, upstream: dict) -> StageResult:
         calls.append(name)
         (workdir / "made").write_text(name)
         return StageResult(PASS, f"{name} done")

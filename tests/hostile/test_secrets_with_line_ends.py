@@ -17,6 +17,7 @@ from dayone.cli import cli
 from dayone.core import redact as redaction
 from dayone.core.errors import InputError
 from dayone.release import github
+from dayone.run.outputs import StageOutput
 from dayone.run.runner import FAIL, Stage, StageResult, run_stages
 from echo_server import EchoServer
 
@@ -99,21 +100,27 @@ def test_run_refuses_a_token_with_a_line_break_inside_before_any_stage(tmp_path)
     assert not (out / "stages").exists()
 
 
+class Echo(StageOutput):
+    """A stage's output that repeats what a server said."""
+
+    echo: tuple[str, ...]
+
+
 def test_a_stage_that_raises_quoting_the_token_leaves_it_in_no_file_under_out(tmp_path, monkeypatch):
     """What `run --publish` did with a CR/LF token: the publish stage's ValueError quoted the header (repr: the
     line end escaped) into stage.json, the traceback log, report.json and the site. The runner's one redaction
     point masks it in every form."""
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN + "\r\n")
 
-    def publish_like_requests(workdir: Path) -> StageResult:
+    def publish_like_requests(workdir: Path, upstream: dict) -> StageResult:
         raise ValueError(f"Invalid return character or leading space in header: Authorization: {'token ' + TOKEN!r}")
 
-    def says_the_token(workdir: Path) -> StageResult:
-        return StageResult(FAIL, f"server said: token {TOKEN}\r\n", outputs={"echo": [f"Bearer {TOKEN}"]})
+    def says_the_token(workdir: Path, upstream: dict) -> StageResult:
+        return StageResult(FAIL, f"server said: token {TOKEN}\r\n", Echo(echo=(f"Bearer {TOKEN}",)))
 
     for run in (publish_like_requests, says_the_token):
         run.__module__ = "dayone.run.runner"  # a stage's key digests its defining module, which must be dayone's
-    stages = [Stage("publish", dict, publish_like_requests), Stage("echo", dict, says_the_token)]
+    stages = [Stage("publish", dict, publish_like_requests), Stage("echo", dict, says_the_token, output=Echo)]
     results = run_stages(stages, tmp_path, "test")
     assert results["publish"].status == FAIL and "ValueError" in results["publish"].summary
     assert TOKEN not in results["publish"].summary + results["echo"].summary

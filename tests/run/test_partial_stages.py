@@ -10,7 +10,7 @@ def test_partial_is_done_but_not_pass(tmp_path):
     calls = []
 
     def stage(name, status, after=()):
-        def run(workdir):
+        def run(workdir, upstream):
             calls.append(name)
             return StageResult(status, f"{name} {status}")
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from dayone.checkpoint import open_checkpoint
 from dayone.checkpoint.spec_source import spec_for_checkpoint
 from dayone.run import stages as S
+from dayone.run.outputs import GenerateOutput
 from dayone.spec.registry import load_spec
 from dayone.synth import scaled_spec, write_synthetic
 from reparse_guard import forbid_reparsing
@@ -37,6 +38,14 @@ def context(checkpoint: Path, out: Path, name: str | None = None, targets=("sgla
     return S.RunContext(ckpt, spec, out, CREATED, targets, ("sm_90",))
 
 
+def generated(tmp_path: Path, ctx: S.RunContext) -> dict:
+    """What the generate stage hands conform: a folder per target (empty: the stages here do not get that far)."""
+    adapters = {t: tmp_path / "generate" / t for t in ctx.targets}
+    for folder in adapters.values():
+        folder.mkdir(parents=True)
+    return {"generate": GenerateOutput(adapters=adapters)}
+
+
 def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path, monkeypatch):
     # No OUT/stages/spec/spec.yaml exists, and the spec carries a name config.json cannot give: the stage can only
     # pass, under that name, if it hands validate the RunContext's objects.
@@ -44,7 +53,7 @@ def test_validate_stage_judges_the_runs_own_checkpoint_and_spec(tiny, tmp_path, 
     workdir = tmp_path / "work"
     workdir.mkdir()
     called = forbid_reparsing(monkeypatch)  # and it may not open the checkpoint or make a spec again
-    result = S.validate_stage(ctx).run(workdir)
+    result = S.validate_stage(ctx).run(workdir, {})
     assert not called and result.status == "pass", (called, result.summary)
     report = json.loads((workdir / "report-validate.json").read_text())
     assert report["spec"] == "renamed-stand-in"
@@ -66,7 +75,7 @@ def test_stages_read_nothing_again(stage, tiny, tmp_path, monkeypatch):
     workdir = tmp_path / "work"
     workdir.mkdir()
     called = forbid_reparsing(monkeypatch)
-    result = getattr(S, f"{stage}_stage")(ctx).run(workdir)
+    result = getattr(S, f"{stage}_stage")(ctx).run(workdir, {})
     assert not called, called
     assert result.status == "pass", result.summary
 
@@ -103,7 +112,7 @@ def test_compile_stage_leaves_the_process_environment_alone(tiny, tmp_path, monk
     ctx = context(tiny, tmp_path / "out")
     workdir = tmp_path / "work"
     workdir.mkdir()
-    assert S.compile_stage(ctx).run(workdir).status == "pass"
+    assert S.compile_stage(ctx).run(workdir, {}).status == "pass"
     assert seen and seen[0].get("TRITON_INTERPRET") == "1"  # the stage compiled in the environment it was given
     assert os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -176,7 +185,7 @@ def test_conform_without_its_peers_says_which_is_missing_and_what_installs_it(ti
     ctx = context(tiny, tmp_path / "out", targets=("sglang", "vllm", "miles"))
     workdir = tmp_path / "work"
     workdir.mkdir()
-    result = S.conform_stage(ctx).run(workdir)
+    result = S.conform_stage(ctx).run(workdir, generated(tmp_path, ctx))
     assert result.status == "not run", result.summary
     lines = result.summary.split("; ")
     assert [line.split(":")[0] for line in lines] == ["sglang", "vllm"]  # the engines only: miles has no conform
@@ -217,7 +226,7 @@ def test_a_stage_that_ran_and_ended_not_run_keeps_its_own_reports(tiny, tmp_path
     ctx = context(tiny, out, targets=("sglang",))
     conform = out / "stages" / "conform"
     conform.mkdir(parents=True)
-    ran = S.conform_stage(ctx).run(conform)
+    ran = S.conform_stage(ctx).run(conform, generated(tmp_path, ctx))
     ran.seconds = 0.5
     stale = out / "stages" / "validate"  # an earlier run's folder: this run's validate never started
     stale.mkdir()
