@@ -117,3 +117,19 @@ def test_load_refuses_a_link_out_of_the_folder(tmp_path):
     (folder / "link").symlink_to(tmp_path / "secret")
     with pytest.raises(UnusableOutput, match="outside the stage's folder"):
         Made.load({"file": "link"}, folder)
+
+
+def _every_run_stage() -> list[Stage]:
+    from dayone.run import stages as S
+
+    built = [getattr(S, f"{name}_stage")(None) for name in ("spec", "coverage", "plan", "generate", "conform",
+                                                             "compile", "validate", "package")]  # fmt: skip
+    return [*built, S.synth_stage(None, "tiny", 0), S.publish_stage(None, None)]
+
+
+def test_every_stage_of_a_run_says_what_it_hands_on_and_names_no_module_by_hand():
+    """Each stage declares its output type; its `code` holds only folders no import shows (`pkg.*`): the modules it
+    runs are read off its function, never listed (a list goes stale when the function's imports change)."""
+    for stage in _every_run_stage():
+        assert stage.output is not None and issubclass(stage.output, StageOutput), stage.name
+        assert all(entry.endswith(".*") for entry in stage.code), (stage.name, stage.code)
