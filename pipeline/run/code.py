@@ -1,14 +1,15 @@
 """The digest of the dayone code a stage runs, for its cache key: after an upgrade of dayone, or an edit of a module,
 template or kernel, the stages that run it are rebuilt and the others are reused.
 
-The modules a stage runs are read off its own function (function_modules: what it imports, lazily included, and the
-modules its global names come from), and their dayone imports are followed transitively. A stage declares only what
-no import shows: folders ("dayone.templates.sglang.*"), every file under a package folder (templates, scripts a peer
-runs, and packages whose modules are imported by name at run time). Imports are found by reading the sources (the `import` and `from ... import` lines,
-lazy ones inside functions included, and every string that is the whole name of a dayone module: the programs run as
-`python -m dayone.programs...` and modules imported by a name held in a table), never by importing them: a cached run stays cheap, with no torch or Triton
-imported. Modules are located through the import system, so a wheel install and an editable one digest the same
-files.
+The modules a stage runs are read off its own function (function_modules: what it imports, lazily included, the
+modules its global names come from, and the methods of the run's own objects it holds, such as its RunContext), and
+their dayone imports are followed transitively. A stage declares only what no import shows: folders
+("dayone.templates.sglang.*"), every file under a package folder (templates, scripts a peer runs, and packages whose
+modules are imported by name at run time). Imports of a module are found by reading its source (the `import` and
+`from ... import` lines, lazy ones inside functions included, and every string that is the whole name of a dayone
+module: the programs run as `python -m dayone.programs...` and modules imported by a name held in a table), never
+by importing them: a cached run stays cheap, with no torch or Triton imported. Modules are located through the
+import system, so a wheel install and an editable one digest the same files.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def function_modules(function: Callable) -> tuple[str, ...]:
     home = function.__module__
     names = _imported_names(home)
     found: dict[str, None] = {}
-    todo, seen = [function.__code__], set()
+    todo, seen = [function.__code__, *_held_methods(function, home)], set()
     while todo:
         code = todo.pop()
         if code in seen:
@@ -172,6 +173,25 @@ def function_modules(function: Callable) -> tuple[str, ...]:
                     found[value.__name__] = None
         todo.extend(c for c in code.co_consts if isinstance(c, CodeType))
     return tuple(m for m in found if m.split(".")[0] == ROOT and _locate(m) is not None)
+
+
+def _held_methods(function: Callable, home: str) -> list[CodeType]:
+    """The code of every method of the objects a closure holds whose class its own module defines (a stage holds its
+    RunContext: `ctx.report` writes the Report, `ctx.checkpoint_digest` reads the files). Read as the stage's own."""
+    codes = []
+    for cell in function.__closure__ or ():
+        try:
+            kind = type(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            continue
+        if kind.__module__ != home:
+            continue
+        for member in vars(kind).values():
+            member = getattr(member, "fget", None) or getattr(member, "func", None) or member  # property, cached one
+            member = getattr(member, "__func__", member)  # staticmethod, classmethod
+            if isinstance(getattr(member, "__code__", None), CodeType):
+                codes.append(member.__code__)
+    return codes
 
 
 @cache

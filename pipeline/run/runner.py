@@ -197,11 +197,3 @@ def file_digest(path: Path, whole_below: int = 64 << 20) -> str:
             h.update(f.read(1 << 20))
             h.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
     return h.hexdigest()
-
-
-def folder_digest(folder: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(folder)).encode())
-        h.update(file_digest(path).encode())
-    return h.hexdigest()

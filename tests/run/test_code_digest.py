@@ -39,3 +39,16 @@ def test_a_stages_modules_are_read_off_its_function():
     assert "dayone.conform.results" in conform  # imported only inside _why_not_run, a helper conform calls
     assert "dayone.run.runner" in function_modules(spec_stage(None).run)  # StageResult
     assert "dayone.run.runner" not in generate + spec + conform
+
+
+def test_the_methods_of_the_run_context_a_stage_holds_are_its_code():
+    """A stage calls ctx.report, which builds the dashboard Report: the report model is code the stage runs (a
+    change to it changes every report), though the stage's function never names it."""
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from dayone.run.stages import RunContext, spec_stage
+
+    ctx = RunContext(None, None, Path("out"), datetime(2026, 1, 1, tzinfo=UTC), ("sglang",), ("sm_90",))
+    assert "dayone.reports.model" in stage_code(spec_stage(ctx))
+    assert "dayone.reports.model" not in stage_code(spec_stage(None))  # built, never run: nothing held
