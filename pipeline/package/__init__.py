@@ -5,7 +5,7 @@ SHA256SUMS over everything. See docs/package.md.
     discover.py  what OUTDIR holds: adapters, their spec and generator version, stage reports
     version.py   the version scheme and the build timestamp (SOURCE_DATE_EPOCH)
     targets.py   per target: the framework pin (the release the static check used) and its extra
-    build.py     one adapter -> a staged source tree -> `python -m build` -> normalised sdist
+    build.py     one adapter -> a staged source tree -> PyPA build (pep517.py) -> normalised sdist
     card.py      the model card and the package READMEs
     stage.py     the whole stage, into a temporary folder renamed into place
 """

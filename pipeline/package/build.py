@@ -1,4 +1,4 @@
-"""One adapter -> a staged source tree -> `python -m build` -> a wheel and a normalised sdist.
+"""One adapter -> a staged source tree -> PyPA build (dayone.package.pep517) -> a wheel and a normalised sdist.
 
 Why `--no-isolation`: an isolated build installs the newest setuptools from the index into a throw-away env on every
 run, which is slower, needs the network, and makes the wheel depend on whatever setuptools is newest that day
@@ -33,7 +33,7 @@ from dayone.present import step
 
 
 class BuildError(Exception):
-    """`python -m build` failed; `log` holds its output."""
+    """The build (dayone.package.pep517) failed; `log` holds its output."""
 
     exit_code = 1
 
@@ -89,8 +89,10 @@ def run_build(source: Path, out: Path, epoch: int, name: str) -> tuple[Path, Pat
     step(f"package: {name}: building the sdist, then the wheel from it")  # seconds each: off a terminal, a line
     before = set(out.iterdir())
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-    # -P and cwd=source: never import a local folder named `build` (dayone's own checkout has one) instead of PyPA's.
-    command = [sys.executable, "-P", "-m", "build", "--no-isolation", "--outdir", str(out), str(source)]
+    # PyPA build's library with each hook in a fork (dayone.package.pep517: the command's hooks and files, in one
+    # interpreter). -P and cwd=source: never import a local folder named `build` (dayone's own checkout has one)
+    # instead of PyPA's.
+    command = [sys.executable, "-P", "-m", "dayone.package.pep517", str(source), str(out)]
     proc = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, check=False)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
@@ -98,12 +100,12 @@ def run_build(source: Path, out: Path, epoch: int, name: str) -> tuple[Path, Pat
         if full_or_read_only is not None:
             raise full_or_read_only
         last = next((line for line in reversed(log.splitlines()) if line.strip()), "no output")
-        raise BuildError(f"{name}: python -m build failed: {last.strip()}", log)
+        raise BuildError(f"{name}: the build failed: {last.strip()}", log)
     new = sorted(set(out.iterdir()) - before)
     wheels = [p for p in new if p.name.endswith(".whl")]
     sdists = [p for p in new if p.name.endswith(".tar.gz")]
     if len(wheels) != 1 or len(sdists) != 1:
-        raise BuildError(f"{name}: python -m build made {[p.name for p in new]}, expected one wheel and one sdist", log)
+        raise BuildError(f"{name}: the build made {[p.name for p in new]}, expected one wheel and one sdist", log)
     normalise_sdist(sdists[0], epoch)
     return wheels[0], sdists[0]
 
