@@ -85,7 +85,10 @@ def _run(spec: ModelSpec, checks: list[str], timeout: int = 900) -> dict[str, di
 
 
 def _start(args: list[str], peer: Path, timeout: int):
-    env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore")
+    # TORCHDYNAMO_DISABLE: megatron-core wraps its fusions (the router's among them) in torch.compile (its jit_fuser,
+    # which Megatron-LM's --disable-jit-fuser turns off); on these CPU checks dynamo's tracing fuses nothing and took
+    # a fifth of a batch's CPU (3 s of 14 for the tiny K3). The functions run as written, eagerly.
+    env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
     # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
     # -P: the working directory stays off sys.path. Run from a checkout, its top-level folders are dayone's
     # subpackages and `kernels` would hide Hugging Face's `kernels`, which transformers >= 5.25 imports.
