@@ -60,8 +60,10 @@ def install_adapter(source: Path, python: Path, site: Path, scratch: Path) -> No
     # stage's output, which the package stage packs as it is.
     tree = scratch / "adapter"
     shutil.copytree(source, tree, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-          str(tree)], f"building a wheel of {source}")  # fmt: skip
+    # PyPA build's library, as `pip wheel --no-build-isolation` would build it, with each hook forked (the package
+    # stage's builder: dayone.package.pep517).
+    _run([sys.executable, "-P", "-m", "dayone.package.pep517", "--wheel-only", str(tree), str(wheels)],
+         f"building a wheel of {source}")  # fmt: skip
     built = sorted(wheels.glob("*.whl"))
     _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(site), *map(str, built)],
          f"installing {built[0].name} into the peer")  # fmt: skip

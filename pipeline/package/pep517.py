@@ -3,6 +3,7 @@ process: PyPA build's library (`build.ProjectBuilder`) drives the PEP 517 hooks,
 process instead of a fresh interpreter.
 
     python -P -m dayone.package.pep517 SOURCE OUTDIR
+    python -P -m dayone.package.pep517 --wheel-only SOURCE OUTDIR    (conform's install: the wheel from the tree)
 
 Why: `python -m build` starts an interpreter for itself and one for each of the four hooks it calls (the
 requirements and the build, for the sdist and then the wheel), and each imports setuptools again: about 2 s of CPU
@@ -83,11 +84,16 @@ def preload_backend() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    source, out = (Path(a).absolute() for a in (argv or sys.argv[1:]))
+    args = list(sys.argv[1:] if argv is None else argv)
+    wheel_only = args[0] == "--wheel-only"
+    source, out = (Path(a).absolute() for a in args[wheel_only:])
     import build
 
     preload_backend()
     try:
+        if wheel_only:  # an install's wheel straight from the tree, as `pip wheel` builds it
+            build_one(build.ProjectBuilder(source, runner=forked_hook), "wheel", out)
+            return 0
         sdist = build_one(build.ProjectBuilder(source, runner=forked_hook), "sdist", out)
         with tempfile.TemporaryDirectory(prefix="dayone-sdist-") as unpacked:
             with tarfile.open(sdist) as tar:
