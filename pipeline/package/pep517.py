@@ -12,7 +12,7 @@ hook still starts from the same clean state, a copy of a process in which no bui
 arguments, the backend and so the files are the same as the command's; the dependency check is the command's too
 (`--no-isolation` builds with this environment's setuptools, so it must be there).
 
-Exit 0 with both files in OUTDIR; else exit 1 with the reason on the last line of stderr.
+Exit 0 with the files in OUTDIR; 1 with the reason on the last line of stderr; 2 for a wrong command line.
 """
 
 from __future__ import annotations
@@ -85,7 +85,10 @@ def preload_backend() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    wheel_only = args[0] == "--wheel-only"
+    wheel_only = args[:1] == ["--wheel-only"]
+    if len(args) != 2 + wheel_only:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
     source, out = (Path(a).absolute() for a in args[wheel_only:])
     import build
 
@@ -98,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dayone-sdist-") as unpacked:
             with tarfile.open(sdist) as tar:
                 tar.extractall(unpacked, filter="data")
-            (top,) = Path(unpacked).iterdir()  # an sdist holds one folder, name-version
-            build_one(build.ProjectBuilder(top, runner=forked_hook), "wheel", out)
+            tops = list(Path(unpacked).iterdir())
+            if len(tops) != 1:  # an sdist holds one folder, name-version
+                raise RuntimeError(f"{sdist.name} holds {len(tops)} top-level entries, not one folder")
+            build_one(build.ProjectBuilder(tops[0], runner=forked_hook), "wheel", out)
     except Exception as err:  # noqa: BLE001 -- build's and the backend's errors: the caller reads the last line
         reason = " ".join(str(err).split()) or type(err).__name__
         print(reason, file=sys.stderr)
