@@ -162,6 +162,8 @@ SLOW_TESTS = frozenset({
     "model/test_k3.py::test_prefill_then_decode_equals_full_forward_reference",
     "model/test_mla_rope_megatron.py::test_megatron_rotary_mla_matches_the_reference_tier",
     "package/test_generated_from_a_checkpoint.py::test_header_command_reproduces_the_files_and_package_needs_no_spec",
+    "package/test_pep517.py::test_a_failing_hook_fails_the_build_with_its_reason",
+    "package/test_pep517.py::test_the_files_are_the_commands_byte_for_byte",
     "run/test_stand_in.py::test_plan_at_the_named_specs_widths",
     "spec/test_conventions.py::test_kimi_k4_by_a_conventions_file",
     "spec/test_shipped_specs.py::test_entry_table_answers_like_the_expanded_manifest",
