@@ -194,7 +194,7 @@ def test_failed_build_leaves_dist_untouched(outdir, tmp_path, monkeypatch):
 
     def failing(source, out, epoch, name):
         calls.append(name)
-        raise build.BuildError(f"{name}: python -m build failed: planted", "log")
+        raise build.BuildError(f"{name}: the build failed: planted", "log")
 
     monkeypatch.setattr(build, "run_build", failing)
     with pytest.raises(build.BuildError, match="planted"):

@@ -229,7 +229,7 @@ def _edit(path: str, old: str, new: str):
 
 
 PLANTED = {
-    # The package stage's `python -m build --outdir <relative>` ran with cwd=source (the wheels went elsewhere).
+    # The package stage's build with a relative OUTDIR, run with cwd=source: the wheels went elsewhere.
     "relative-outdir": _edit("pipeline/package/build.py", "    source, out = source.absolute(), out.absolute()\n", ""),
     # PRE_RELEASE written to GITHUB_ENV and never read: the dashboard never shows the pre-release.
     "pre-release-unread": _edit(str(WORKFLOW), 'pre_release=(--pre-release "$PRE_RELEASE")', "pre_release=()"),
