@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 from dayone.core.errors import InputError, environment_errors_as_input
+from dayone.core.huge_pages import prefer_huge_pages
 from dayone.core.redact import redact, redact_streams, redacting_streams, remember_command_line
 
 COMMANDS_DIR = Path(__file__).parent / "commands"
@@ -102,4 +103,5 @@ def cli() -> None:
 def main() -> None:
     remember_command_line(sys.argv[1:])  # a token given as an option is a secret like GITHUB_TOKEN
     redact_streams()  # for the whole process: no secret in any output, tracebacks included
+    prefer_huge_pages()  # before torch allocates, here and in the engines and trainers it starts
     cli(prog_name="integrate")
