@@ -21,7 +21,9 @@ def fresh(tmp_path_factory):
 
 
 def _run(spec, checkpoint, adapter, world: int = 1) -> dict:
-    (run,) = conform_target("vllm", adapter, checkpoint, spec, (world,)).runs
+    """The levels of one probe run. No forward: each mistake here is caught at "accepted" or "loaded", and the driver
+    discards a forward that follows a load judged wrong (at world size 2 it would start two more vLLM processes)."""
+    (run,) = conform_target("vllm", adapter, checkpoint, spec, (world,), forward_dtypes=()).runs
     return {name: level.model_dump() for name, level in run.levels.items()}
 
 
