@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 FRAMEWORKS = ("sglang", "vllm", "megatron")
+
+
+@cache
+def _parse_file(path: str, mtime_ns: int, size: int) -> ast.Module:
+    """A release's source file parsed once a process, however many trees read it (the two Megatron targets share
+    megatron-core; a test checks nine layouts of four targets): only read, never changed, by the checks. Keyed by
+    the file's modification time and size too, so an edited file is parsed again."""
+    return ast.parse(Path(path).read_text(errors="replace"))
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,7 @@ class SourceTree:
     def parse(self, module: str) -> ast.Module | None:
         if module not in self._parsed:
             path = self.path(module)
-            self._parsed[module] = ast.parse(path.read_text(errors="replace")) if path else None
+            self._parsed[module] = _parse_file(str(path), *_stamp(path)) if path else None
         return self._parsed[module]
 
     def lookup(self, module: str, name: str, depth: int = 0) -> Definition | None:
