@@ -90,10 +90,16 @@ def check_target(
     result.problems["table"] = _table(spec, root, expected) + _model_names(root, expected)
     result.problems["protocols"] = _protocols(spec, target, root, expected, tree)
     if target in ("miles", "megatron-bridge"):
-        from dayone.programs.megatron.runner import adapter_checks, megatron_checks
+        from dayone.programs.megatron import verdicts
+        from dayone.programs.megatron.checks import MODEL_CHECK
+        from dayone.programs.megatron.runner import adapter_checks, megatron_checks, reused
 
         step(f"generate: {target}: the Megatron model and adapter checks in megatron-core")
         result.megatron = {"model": megatron_checks(spec), "adapter": adapter_checks(spec, target)}
+        kept = reused(spec, (MODEL_CHECK, target))
+        if kept:
+            step(f"generate: {target}: {' and '.join(kept)} passed before on the same spec, code and releases, "
+                 f"not run again (kept in {verdicts.folder()})")  # fmt: skip
         result.problems["megatron"] = [f for r in result.megatron.values() for f in r.get("failures", [])]
     again = regenerate()
     result.problems["deterministic"] = [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dayone.adapters.megatron.peer import CORE, RELEASE, peer_path
 from dayone.core import child
+from dayone.programs.megatron import verdicts
 from dayone.programs.megatron.checks import ADAPTER_CHECKS, MODEL_CHECK, PROGRAMS, check_arguments
 from dayone.spec.registry import spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -23,6 +24,8 @@ _DONE: dict[tuple[str, str], dict] = {}
 # spec JSON -> the adapter checks a generate will ask for (plan_checks): they run with the model check, in one batch.
 _PLANNED: dict[str, tuple[str, ...]] = {}
 BATCH = "dayone.programs.megatron.batch"
+# (spec JSON, check) whose passing report was kept from an earlier run (verdicts.py) rather than run here.
+_REUSED: set[tuple[str, str]] = set()
 
 
 def plan_checks(spec: ModelSpec, targets) -> None:
@@ -44,6 +47,12 @@ def adapter_checks(spec: ModelSpec, target: str, timeout: int = 900) -> dict:
     return _result(spec, target, timeout)
 
 
+def reused(spec: ModelSpec, checks) -> list[str]:
+    """Those of `checks` whose pass for `spec` was kept from an earlier run of the same inputs, not run here."""
+    key = _key(spec)
+    return [c for c in checks if (key, c) in _REUSED]
+
+
 def _key(spec: ModelSpec) -> str:
     return json.dumps(spec_to_dict(spec), sort_keys=True)
 
@@ -52,8 +61,21 @@ def _result(spec: ModelSpec, check: str, timeout: int) -> dict:
     key = _key(spec)
     if (key, check) not in _DONE:
         batch = [c for c in (MODEL_CHECK, *_PLANNED.get(key, ())) if (key, c) not in _DONE]
-        for name, report in _run(spec, batch if check in batch else [check], timeout).items():
-            _DONE[key, name] = report
+        batch = batch if check in batch else [check]
+        # A pass kept from an earlier run of the same inputs (verdicts.py) is not run again; the rest run as one batch.
+        peer = peer_path()
+        digests = {c: verdicts.key(key, c, peer) for c in batch} if (peer / RELEASE).is_dir() else {}
+        for name, digest in digests.items():
+            report = verdicts.kept(digest)
+            if report is not None:
+                _DONE[key, name] = report
+                _REUSED.add((key, name))
+        todo = [c for c in batch if (key, c) not in _DONE]
+        if todo:
+            for name, report in _run(spec, todo, timeout).items():
+                _DONE[key, name] = report
+                if name in digests:
+                    verdicts.keep(digests[name], report)
     return _DONE[key, check]
 
 
