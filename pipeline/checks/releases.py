@@ -23,14 +23,14 @@ from pathlib import Path
 from dayone.adapters.pins import Release
 from dayone.core import untrusted_json
 from dayone.core.atomic import swap_in
+from dayone.core.cache import cache_root
 from dayone.core.errors import InputError
 
 INDEX_URL = "https://pypi.org/simple"
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("DAYONE_CACHE") or Path.home() / ".cache" / "dayone"
-    return Path(root) / "frameworks"
+    return cache_root() / "frameworks"
 
 
 def sources(release: Release) -> Path:

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from dayone.core.atomic import write_atomic
+from dayone.core.cache import cache_root
 from dayone.programs.megatron.checks import PROGRAMS
 
 # What the checks run: their programs (their dayone imports are followed), the batch, and what they generate from.
@@ -28,7 +29,7 @@ MAIN_PACKAGES = ("torch", "numpy", "safetensors")
 
 
 def folder() -> Path:
-    return Path(os.environ.get("DAYONE_CACHE") or Path.home() / ".cache" / "dayone") / "megatron-checks"
+    return cache_root() / "megatron-checks"
 
 
 def key(spec_json: str, check: str, peer: Path) -> str:
