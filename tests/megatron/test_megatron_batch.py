@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from dayone.adapters.megatron.peer import RELEASE, peer_path
-from dayone.programs.megatron import batch, runner
+from dayone.programs.megatron import batch, runner, verdicts
 from dayone.spec.registry import load_spec
 from dayone.synth.scale import scaled_spec
 
@@ -57,8 +57,12 @@ def test_a_check_that_breaks_is_its_own_failure(planted_check):
     assert json.loads(out.read_text().splitlines()[-1]) == {"failures": [], "argv": ["fine", "x"]}
 
 
-def test_generate_plans_the_batch_before_its_first_check(monkeypatch):
+def test_generate_plans_the_batch_before_its_first_check(tmp_path, monkeypatch):
     calls = []
+    # A folder of its own for kept reports: a pass another test kept would skip the batch, and this test's made-up
+    # passes must not be kept where a real generate would reuse them.
+    monkeypatch.setattr(verdicts, "folder", lambda: tmp_path / "kept")
+    monkeypatch.setattr(runner, "_REUSED", set())
 
     def run(spec, checks, timeout=900):
         calls.append(list(checks))
