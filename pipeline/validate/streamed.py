@@ -77,8 +77,17 @@ class StreamedModel:
     # ----- parts
     def embed(self, ids: torch.Tensor, capture: Capture | None = None, reload_check: bool = False) -> None:
         B, T = ids.shape  # equal-length sequences, packed request after request
-        self.batch = Batch((T,) * B, (0,) * B)
-        packed = ids.reshape(-1).to(self.device)
+        self._embed(ids.reshape(-1), Batch((T,) * B, (0,) * B), capture, reload_check)
+
+    def embed_requests(self, requests: list[list[int]]) -> None:
+        """Requests of any lengths, packed token after token as an engine batches them (self.batch.spans() says
+        where each one's rows are): every later part runs them all at once."""
+        ids = torch.tensor([token for request in requests for token in request], dtype=torch.int64)
+        self._embed(ids, Batch(tuple(map(len, requests)), (0,) * len(requests)), None, False)
+
+    def _embed(self, packed: torch.Tensor, batch: Batch, capture: Capture | None, reload_check: bool) -> None:
+        self.batch = batch
+        packed = packed.to(self.device)
         part = self.model.embed_tokens
         self.stream, _ = self._run("embed", part, lambda: self.loader.load_embedding(self.model),
                                    lambda cap: self.model.embed(packed, cap), capture, reload_check)  # fmt: skip
