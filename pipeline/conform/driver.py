@@ -13,6 +13,7 @@ import json
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dayone.adapters.pins import RELEASES
@@ -87,30 +88,33 @@ def conform_target(
                 run.levels["discovered"] = _level("fail", reason)
             return failed
         table = build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
-        for world in world_sizes:
-            out = (keep or scratch) / f"{target}-ws{world}"
-            out.mkdir(parents=True, exist_ok=True)
-            unsplit = walk.experts_split_problem(table, world) if world > 1 else None
-            parallel = bool(unsplit) and target in EXPERT_PARALLEL
-            how = f" with the experts spread by expert parallelism ({unsplit})" if parallel else ""
-            probe = _job("probe", site, checkpoint, world, out, parallel)
-            dtypes = forward_dtypes if world == 1 else forward_dtypes[:1]
-            forwards = []
-            if peers.forward_script(target) is not None:
-                (out / "prompts.json").write_text(json.dumps(engine_prompts(spec.vocab_size)))
-                forwards = [_job("forward", site, checkpoint, world, out / f"forward-{dtype}", parallel, dtype=dtype,
-                                 prompts=str(out / "prompts.json")) for dtype in dtypes]  # fmt: skip
-            # Where the framework has a session program, the forwards run in the probe's process, before "loaded" is
-            # judged (a forward after a load judged wrong is discarded below): one framework import, not one a job.
-            ahead = forwards if peers.session_script(target) is not None else []
-            also = f", then the forward in {', '.join(dtypes)} in the same {target} process" if ahead else ""
-            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{how}{also}")
+        plans = [_plan(target, site, checkpoint, spec, table, world, keep or scratch, forward_dtypes)
+                 for world in world_sizes]  # fmt: skip
+        # Where the framework has a session program, one process runs every world size's jobs: the probes, then the
+        # forwards, before "loaded" is judged (a forward after a load judged wrong is discarded below). One framework
+        # import a target, not one a world size (about 9 s of one core each, for vLLM and SGLang alike).
+        session = peers.session_script(target) is not None
+        if session:
+            every = f"world size{'s' if len(plans) > 1 else ''} {', '.join(str(plan.world) for plan in plans)}"
+            for plan in plans:
+                also = f", then the forward in {', '.join(plan.dtypes)}" if plan.forwards else ""
+                step(f"conform: {target} world size {plan.world}: probing {', '.join(PROBED)}{plan.how}{also}, in one "
+                     f"{target} process for {every}")  # fmt: skip
             start = time.monotonic()
-            tails = _execute(python, target, [probe, *ahead], out)
-            run = _probe_run(target, world, out, tails[0], round(time.monotonic() - start, 1))
+            jobs = [job for plan in plans for job in (plan.probe, *plan.forwards)]
+            tails = _execute(python, target, jobs, plans[0].out)
+            seconds = round(time.monotonic() - start, 1)
+        for plan in plans:
+            world, out, forwards = plan.world, plan.out, plan.forwards
+            if not session:
+                step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{plan.how}")
+                start = time.monotonic()
+                tails = _execute(python, target, [plan.probe], out)
+                seconds = round(time.monotonic() - start, 1)
+            run = _probe_run(target, world, out, tails[0], seconds)
             # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
             if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
-                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, parallel)
+                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, plan.parallel)
             for level in PROBED:
                 _said(target, world, level, run.levels[level])
             if run.levels["built"].status == "pass" and forwards:
@@ -123,14 +127,44 @@ def conform_target(
                     run.levels["forward"] = _level("not run", loaded.detail)
                 else:
                     references = references or References(open_local(Path(checkpoint)), spec)
-                    if not ahead:
-                        step(f"conform: {target} world size {world}: forward in {', '.join(dtypes)}")
-                        tails[1:] = _execute(python, target, forwards, out)
-                    run.levels["forward"] = _forward(target, references, forwards, tails[1:])
+                    if session:
+                        forward_tails = [tails[0]] * len(forwards)
+                    else:
+                        step(f"conform: {target} world size {world}: forward in {', '.join(plan.dtypes)}")
+                        forward_tails = _execute(python, target, forwards, out)
+                    run.levels["forward"] = _forward(target, references, forwards, forward_tails)
             _said(target, world, "forward", run.levels["forward"])
             report.runs.append(run)
     return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
                                          tmp: "<scratch>", str(Path(keep or tmp).resolve()): "<out>"})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One world size's jobs: the probe, and the forward in each dtype (none where the framework has no forward)."""
+
+    world: int
+    out: Path
+    parallel: bool  # the routed experts spread by expert parallelism
+    how: str  # what the progress line says of it
+    dtypes: tuple[str, ...]
+    probe: dict
+    forwards: list[dict]
+
+
+def _plan(target, site, checkpoint, spec, table, world, root, forward_dtypes) -> _Plan:
+    out = root / f"{target}-ws{world}"
+    out.mkdir(parents=True, exist_ok=True)
+    unsplit = walk.experts_split_problem(table, world) if world > 1 else None
+    parallel = bool(unsplit) and target in EXPERT_PARALLEL
+    how = f" with the experts spread by expert parallelism ({unsplit})" if parallel else ""
+    dtypes = tuple(forward_dtypes if world == 1 else forward_dtypes[:1])
+    forwards = []
+    if peers.forward_script(target) is not None:
+        (out / "prompts.json").write_text(json.dumps(engine_prompts(spec.vocab_size)))
+        forwards = [_job("forward", site, checkpoint, world, out / f"forward-{dtype}", parallel, dtype=dtype,
+                         prompts=str(out / "prompts.json")) for dtype in dtypes]  # fmt: skip
+    return _Plan(world, out, parallel, how, dtypes, _job("probe", site, checkpoint, world, out, parallel), forwards)
 
 
 def _said(target: str, world: int, name: str, level: Level) -> None:

@@ -120,8 +120,8 @@ def test_conform_reports_a_malformed_probe_output_as_a_failed_run(stand_in, case
 
 def test_conform_prints_a_line_per_level_and_world_size_off_a_terminal(stand_in):
     """Off a terminal (CI, a file) `integrate conform` says what it is doing as it goes: a timestamped line as the
-    adapter is installed and as each world size's probe starts, then one per level with its status, and why where it
-    did not pass, in full (nothing cut)."""
+    adapter is installed, one for each world size's probe as the engine process that runs them all starts, then one
+    per level with its status, and why where it did not pass, in full (nothing cut)."""
     import re
 
     peers, adapters, checkpoint = stand_in
@@ -137,12 +137,13 @@ def test_conform_prints_a_line_per_level_and_world_size_off_a_terminal(stand_in)
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ conform: ", line) for line in lines), lines
     said = [line.split(" ", 2)[2] for line in lines]
     expected = ["conform: sglang: installing the adapter in its peer environment"]
-    for world, dtypes in ((1, "float32, bfloat16"), (2, "float32")):
+    for world, dtypes in ((1, "float32, bfloat16"), (2, "float32")):  # one SGLang process for both world sizes
+        expected.append(
+            f"conform: sglang world size {world}: probing discovered, accepted, built, loaded, then the forward in "
+            f"{dtypes}, in one sglang process for world sizes 1, 2"
+        )
+    for world in (1, 2):
         expected += [
-            (
-                f"conform: sglang world size {world}: probing discovered, accepted, built, loaded, then the forward "
-                f"in {dtypes} in the same sglang process"
-            ),
             f"conform: sglang world size {world}: discovered pass",
             f"conform: sglang world size {world}: accepted pass",
             f"conform: sglang world size {world}: built fail: {reason}",

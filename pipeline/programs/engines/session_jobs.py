@@ -1,5 +1,5 @@
-"""A session program's jobs (sglang_session.py, vllm_session.py): read from JOBS.json, run in order, the forwards
-only after a probe that failed no level."""
+"""A session program's jobs (sglang_session.py, vllm_session.py): read from JOBS.json, the probes of every world size
+first, then the forwards of those whose probe failed no level."""
 
 from __future__ import annotations
 
@@ -17,13 +17,17 @@ def read_jobs(argv: list[str] | None, description: str) -> list[dict]:
 
 
 def run_jobs(jobs: list[dict], probe: Callable[[list[str]], object], forward: Callable[[list[str]], object]) -> int:
-    """Each job's program called with its own arguments, in order; after a probe that failed a level, nothing more."""
+    """Each job's program called with its own arguments: every probe first, in order, then the forwards of each world
+    size whose probe failed no level. The probes come first because each is forked from this process, which must not
+    have run a torch operation yet (its OpenMP pool would be inherited half-made), while a forward may run here."""
+    failed = set()
     for job in jobs:
         if job["kind"] == "probe":
             probe(job["argv"])
             if not probe_passed(Path(job["out"])):
-                break
-        else:
+                failed.add(job["world_size"])
+    for job in jobs:
+        if job["kind"] == "forward" and job["world_size"] not in failed:
             forward(job["argv"])
     return 0
 

@@ -1,5 +1,5 @@
-"""One SGLang process for a conformance run's jobs at a world size: the probe's levels up to "loaded", then the
-forward in each dtype, SGLang imported once (sglang_probe.warm) and each job's ranks forked from this process.
+"""One SGLang process for a conformance run's jobs at every world size: the probes' levels up to "loaded", then the
+forwards in each dtype, SGLang imported once (sglang_probe.warm) and each job's ranks forked from this process.
 
 Run with the SGLang peer environment's python (dayone is not installed there):
 
@@ -8,9 +8,9 @@ Run with the SGLang peer environment's python (dayone is not installed there):
 JOBS.json: [{"kind": "probe" | "forward", "world_size", "out", "argv"}, ...], argv the job's own script's arguments
 (sglang_probe.py: OUT/levels.json, sglang_forward.py: OUT/forward.json, each run here by its main(argv)). Importing
 SGLang takes about 6 s of one core, as long as a tiny model's whole forward: the driver's five engine processes of a
-run at world sizes 1 and 2 were mostly imports. The jobs run in order; after a probe that failed a level the
-forwards are not run (the driver judges none after a failed level), and the driver, which judges "loaded" from the
-probe's dump, discards a forward that followed a load it found wrong.
+run at world sizes 1 and 2 were mostly imports. The probes run first, then the forwards of each world size whose
+probe failed no level (session_jobs.run_jobs: the driver judges none after a failed level), and the driver, which
+judges "loaded" from the probe's dump, discards a forward that followed a load it found wrong.
 """
 
 from __future__ import annotations
