@@ -13,11 +13,11 @@ import json
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayone.adapters.pins import RELEASES
-from dayone.adapters.weightmap import TARGET_LAYOUT, build_weight_map, walk
+from dayone.adapters.weightmap import TARGET_LAYOUT, WeightMap, build_weight_map, walk
 from dayone.checkpoint.reader import open_local
 from dayone.conform import judge, peers
 from dayone.conform.forward import References, engine_prompts, judge_forward
@@ -52,6 +52,23 @@ def not_run_report(target: str, world_sizes, reason: str) -> TargetReport:
     return TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=runs)
 
 
+@dataclass(frozen=True)
+class Case:
+    """One adapter to conform (conform_target's arguments): adapter, the target's generated folder (its
+    pyproject.toml); keep, where to leave the probes' dumps; forward_dtypes, the engine's forward runs in each at world
+    size 1, in the first at larger world sizes; references, the reference tier's runs on this checkpoint, shared with
+    other targets (each engine's fp32 forward finishes the same sequences, and a reference run of the README's 93
+    layers takes seconds)."""
+
+    adapter: Path
+    checkpoint: Path
+    spec: ModelSpec
+    world_sizes: tuple[int, ...] = (1, 2)
+    keep: Path | None = None
+    forward_dtypes: tuple[str, ...] = FORWARD_DTYPES
+    references: References | None = None
+
+
 def conform_target(
     target: str,
     adapter: Path,
@@ -62,81 +79,125 @@ def conform_target(
     forward_dtypes: tuple[str, ...] = FORWARD_DTYPES,
     references: References | None = None,
 ) -> TargetReport:
-    """adapter: the target's generated folder (its pyproject.toml); keep: leave the probes' dumps here;
-    forward_dtypes: the engine's forward runs in each at world size 1, in the first at larger world sizes;
-    references: the reference tier's runs on this checkpoint, shared with other targets (each engine's fp32 forward
-    finishes the same sequences, and a reference run of the README's 93 layers takes seconds)."""
-    # The probes run in other folders, and the report names the checkpoint by its absolute path, never a relative
-    # one (a folder called "ck" would be scrubbed out of every word holding those letters).
-    checkpoint = Path(checkpoint).resolve()
+    """The TargetReport of one adapter (Case says what each argument is)."""
+    case = Case(adapter, checkpoint, spec, tuple(world_sizes), keep, tuple(forward_dtypes), references)
+    return conform_targets(target, [case])[0]
+
+
+def conform_targets(target: str, cases: list[Case]) -> list[TargetReport]:
+    """One TargetReport per case, in order. Where the framework has a session program, one process runs every case's
+    jobs at every world size: the probes, then the forwards, before "loaded" is judged (a forward after a load judged
+    wrong is discarded below). One framework import for them all, not one a world size or an adapter (about 9 s of
+    one core each, for vLLM and SGLang alike); each job runs in a process of its own forked from the session, so
+    adapters of one package name (a planted copy beside the original) do not meet."""
     python = peers.peer_python(target)
     if python is None:
         step(f"conform: {target}: not run: {peers.missing(target)}")
-        return not_run_report(target, world_sizes, peers.missing(target))
-    report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])
+        return [not_run_report(target, case.world_sizes, peers.missing(target)) for case in cases]
     with tempfile.TemporaryDirectory(prefix=f"dayone-conform-{target}-") as tmp:
         scratch = Path(tmp)
-        site = scratch / "site"
-        step(f"conform: {target}: installing the adapter in its peer environment")
-        try:
-            peers.install_adapter(adapter, python, site, scratch)
-        except RuntimeError as err:
-            reason = str(err)
-            step(f"conform: {target}: the adapter was not installed: {reason}")
-            failed = not_run_report(target, world_sizes, "the adapter was not installed")
-            for run in failed.runs:
-                run.levels["discovered"] = _level("fail", reason)
-            return failed
-        table = build_weight_map(spec, TARGET_LAYOUT[target], mxfp4="packed")
-        plans = [_plan(target, site, checkpoint, spec, table, world, keep or scratch, forward_dtypes)
-                 for world in world_sizes]  # fmt: skip
-        # Where the framework has a session program, one process runs every world size's jobs: the probes, then the
-        # forwards, before "loaded" is judged (a forward after a load judged wrong is discarded below). One framework
-        # import a target, not one a world size (about 9 s of one core each, for vLLM and SGLang alike).
+        # The probes run in other folders, and the report names the checkpoint by its absolute path, never a
+        # relative one (a folder called "ck" would be scrubbed out of every word holding those letters).
+        cases = [replace(case, checkpoint=Path(case.checkpoint).resolve()) for case in cases]
+        roots = [scratch if len(cases) == 1 else scratch / f"case-{i}" for i in range(len(cases))]
+        prepared = [_prepare(target, python, case, root) for case, root in zip(cases, roots, strict=True)]
         session = peers.session_script(target) is not None
+        tails: list[str] = []
+        seconds = 0.0
         if session:
-            every = f"world size{'s' if len(plans) > 1 else ''} {', '.join(str(plan.world) for plan in plans)}"
-            for plan in plans:
-                also = f", then the forward in {', '.join(plan.dtypes)}" if plan.forwards else ""
-                step(f"conform: {target} world size {plan.world}: probing {', '.join(PROBED)}{plan.how}{also}, in one "
-                     f"{target} process for {every}")  # fmt: skip
-            start = time.monotonic()
-            jobs = [job for plan in plans for job in (plan.probe, *plan.forwards)]
-            tails = _execute(python, target, jobs, plans[0].out)
-            seconds = round(time.monotonic() - start, 1)
-        for plan in plans:
-            world, out, forwards = plan.world, plan.out, plan.forwards
-            if not session:
-                step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{plan.how}")
+            for case, entry in zip(cases, prepared, strict=True):
+                if not isinstance(entry, str):
+                    _say_planned(target, case, entry[1], len(cases))
+            jobs = [job for entry in prepared if not isinstance(entry, str) for plan in entry[1]
+                    for job in (plan.probe, *plan.forwards)]  # fmt: skip
+            if jobs:
                 start = time.monotonic()
-                tails = _execute(python, target, [plan.probe], out)
+                tails = _execute(python, target, jobs, scratch)
                 seconds = round(time.monotonic() - start, 1)
-            run = _probe_run(target, world, out, tails[0], seconds)
-            # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
-            if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
-                run.levels["loaded"] = _judge(table, checkpoint, world, out, run, plan.parallel)
-            for level in PROBED:
-                _said(target, world, level, run.levels[level])
-            if run.levels["built"].status == "pass" and forwards:
-                loaded = run.levels["loaded"]
-                if loaded.status == "fail":
-                    run.levels["forward"] = _level("not run", "an earlier level failed")
-                elif loaded.status == "not run" and loaded.detail.startswith(NO_LAYOUT):
-                    # the engine loads such a checkpoint wrongly rather than refusing it (vLLM's MXFP4 experts:
-                    # a scale group split over ranks loads as zeros): nothing an engine computed from it is judged
-                    run.levels["forward"] = _level("not run", loaded.detail)
+        reports = []
+        for case, root, entry in zip(cases, roots, prepared, strict=True):
+            if isinstance(entry, str):
+                reports.append(_not_installed(target, case, entry))
+                continue
+            table, plans = entry
+            report = _judged(target, case, table, plans, python, session, tails[:1] * len(plans), seconds)
+            reports.append(_without_local_paths(report, {
+                str(peers.peers_root()): "<peers>", str(case.checkpoint): "<checkpoint>", tmp: "<scratch>",
+                str(Path(case.keep or root).resolve()): "<out>",
+            }))  # fmt: skip
+    return reports
+
+
+def _prepare(target: str, python: Path, case: Case, root: Path) -> tuple[WeightMap, list[_Plan]] | str:
+    """The adapter installed in a site of its own under root: its weight map and each world size's jobs; or why it
+    did not install."""
+    root.mkdir(parents=True, exist_ok=True)
+    step(f"conform: {target}: installing the adapter in its peer environment")
+    try:
+        peers.install_adapter(case.adapter, python, root / "site", root)
+    except RuntimeError as err:
+        step(f"conform: {target}: the adapter was not installed: {err}")
+        return str(err)
+    table = build_weight_map(case.spec, TARGET_LAYOUT[target], mxfp4="packed")
+    return table, [_plan(target, root / "site", case.checkpoint, case.spec, table, world, case.keep or root,
+                         case.forward_dtypes) for world in case.world_sizes]  # fmt: skip
+
+
+def _not_installed(target: str, case: Case, reason: str) -> TargetReport:
+    failed = not_run_report(target, case.world_sizes, "the adapter was not installed")
+    for run in failed.runs:
+        run.levels["discovered"] = _level("fail", reason)
+    return failed
+
+
+def _say_planned(target: str, case: Case, plans: list[_Plan], cases: int) -> None:
+    """Every world size's "probing" line, before the session starts."""
+    sizes = f"world size{'s' if len(plans) > 1 else ''} {', '.join(str(plan.world) for plan in plans)}"
+    every = sizes if cases == 1 else f"{sizes} and {cases - 1} other adapter{'s' if cases > 2 else ''}"
+    for plan in plans:
+        also = f", then the forward in {', '.join(plan.dtypes)}" if plan.forwards else ""
+        step(f"conform: {target} world size {plan.world}: probing {', '.join(PROBED)}{plan.how}{also}, in one "
+             f"{target} process for {every}")  # fmt: skip
+
+
+def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], python: Path, session: bool, tails: list[str],
+            seconds: float) -> TargetReport:  # fmt: skip
+    """The case's report from what its jobs wrote (a session's, already run; else each world size's probe and
+    forwards run here): each world size's levels, "loaded" by the judge, the forward against the reference tier."""
+    report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])
+    references = case.references
+    for plan, tail in zip(plans, tails or [""] * len(plans), strict=True):
+        world, out, forwards = plan.world, plan.out, plan.forwards
+        if not session:
+            step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{plan.how}")
+            start = time.monotonic()
+            (tail,) = _execute(python, target, [plan.probe], out)
+            seconds = round(time.monotonic() - start, 1)
+        run = _probe_run(target, world, out, tail, seconds)
+        # The probe fails "loaded" itself when the framework's load raised (the error names the tensor).
+        if run.levels["built"].status == "pass" and run.levels["loaded"].status != "fail":
+            run.levels["loaded"] = _judge(table, case.checkpoint, world, out, run, plan.parallel)
+        for level in PROBED:
+            _said(target, world, level, run.levels[level])
+        if run.levels["built"].status == "pass" and forwards:
+            loaded = run.levels["loaded"]
+            if loaded.status == "fail":
+                run.levels["forward"] = _level("not run", "an earlier level failed")
+            elif loaded.status == "not run" and loaded.detail.startswith(NO_LAYOUT):
+                # the engine loads such a checkpoint wrongly rather than refusing it (vLLM's MXFP4 experts:
+                # a scale group split over ranks loads as zeros): nothing an engine computed from it is judged
+                run.levels["forward"] = _level("not run", loaded.detail)
+            else:
+                references = references or References(open_local(case.checkpoint), case.spec)
+                if session:
+                    forward_tails = [tail] * len(forwards)
                 else:
-                    references = references or References(open_local(Path(checkpoint)), spec)
-                    if session:
-                        forward_tails = [tails[0]] * len(forwards)
-                    else:
-                        step(f"conform: {target} world size {world}: forward in {', '.join(plan.dtypes)}")
-                        forward_tails = _execute(python, target, forwards, out)
-                    run.levels["forward"] = _forward(target, references, forwards, forward_tails)
-            _said(target, world, "forward", run.levels["forward"])
-            report.runs.append(run)
-    return _without_local_paths(report, {str(peers.peers_root()): "<peers>", str(checkpoint): "<checkpoint>",
-                                         tmp: "<scratch>", str(Path(keep or tmp).resolve()): "<out>"})  # fmt: skip
+                    step(f"conform: {target} world size {world}: forward in {', '.join(plan.dtypes)}")
+                    forward_tails = _execute(python, target, forwards, out)
+                run.levels["forward"] = _forward(target, references, forwards, forward_tails)
+        _said(target, world, "forward", run.levels["forward"])
+        report.runs.append(run)
+    return report
 
 
 @dataclass(frozen=True)
@@ -164,7 +225,10 @@ def _plan(target, site, checkpoint, spec, table, world, root, forward_dtypes) ->
         (out / "prompts.json").write_text(json.dumps(engine_prompts(spec.vocab_size)))
         forwards = [_job("forward", site, checkpoint, world, out / f"forward-{dtype}", parallel, dtype=dtype,
                          prompts=str(out / "prompts.json")) for dtype in dtypes]  # fmt: skip
-    return _Plan(world, out, parallel, how, dtypes, _job("probe", site, checkpoint, world, out, parallel), forwards)
+    probe = _job("probe", site, checkpoint, world, out, parallel)
+    for job in (probe, *forwards):
+        job["run"] = str(out)  # a session runs a run's forwards only if its probe failed no level
+    return _Plan(world, out, parallel, how, dtypes, probe, forwards)
 
 
 def _said(target: str, world: int, name: str, level: Level) -> None:

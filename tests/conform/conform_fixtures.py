@@ -73,3 +73,67 @@ def plant(adapter: Path, file: str, old: str, new: str, count: int = 1) -> None:
     text = path.read_text()
     assert text.count(old) >= count, f"{old!r} not in {path}"
     path.write_text(text.replace(old, new))
+
+
+# Mistakes planted in copies of the shipped Kimi Linear adapter (tests/conform/conftest.py's SPEC), each one edit of a
+# generated file: name -> (file, old, new, count, world size, forward dtypes). The first four are caught at
+# "accepted" or "loaded", so they run no forward (the driver discards a forward after a load judged wrong; at world
+# size 2 it would start two more vLLM processes); the last is caught only by the forward.
+PLANTED_VLLM = {
+    "no-embed": ("model.py", "def embed_input_ids(", "def embed_tokens_of(", 1, 1, ()),
+    "renamed": ("model.py", "self.post_attention_layernorm", "self.pre_mlp_layernorm", 2, 1, ()),
+    "dropped": ("weight_table.py", 'Rule("model.norm.weight", "model.norm.weight"',
+                'Rule("model.norm.weigh", "model.norm.weight"', 1, 1, ()),
+    "shard-dim": ("model.py", "self.o_proj = RowParallelLinear(", "self.o_proj = ColumnParallelLinear(", 1, 2, ()),
+    # a routed expert weighed 1% too heavily on the CPU path
+    "forward": ("cpu.py", "y * weights[rows, slots, None]", "y * weights[rows, slots, None] * 1.01", 1, 1,
+                ("float32",)),
+}  # fmt: skip
+
+
+# Spec fields the vLLM target honours, each shown in the generated model (tests/conform/test_spec_variants.py), and all
+# of them together conformed in vLLM: name -> (updates of the tiny K3, text present, text absent).
+HONOURED = {
+    "softmax router": (
+        {"moe": {"router": {"activation": "softmax"}}},
+        'scoring_func="softmax"',
+        'scoring_func="sigmoid"',
+    ),
+    "group-limited router": (
+        {"moe": {"router": {"num_groups": 2, "topk_groups": 1}}},
+        "use_grouped_topk=True,\n            num_expert_group=2,\n            topk_group=1,",
+        None,
+    ),
+    "no correction bias": ({"moe": {"router": {"correction_bias": False}}}, "class Router", "e_score_correction_bias"),
+    "gate bound": ({"kda": {"gate": {"lower_bound": -3.0}}}, '"gate_lower_bound": -3.0', None),
+    "no q LoRA": ({"mla": {"q_lora_rank": None}}, "self.q_proj = ColumnParallelLinear(", "q_a_layernorm"),
+    "no output gate": ({"mla": {"output_gate": False}}, "class LatentAttention", "self.g_proj = ColumnParallelLinear"),
+    "dense prefix of 2": ({"layout": {"ffn": "2 x [dense] + 2 x [moe]"}}, '"dense": layers(range(2))', None),
+    # DeepSeek-V3's YaRN rope (mscale != mscale_all_dim: the cos/sin amplitude too), 32768 x 32 positions cached
+    "RoPE MLA": (
+        {"mla": {"nope": False, "rope": YARN_ROPE}},
+        '"rope_type": "deepseek_yarn"',
+        "NoPE: nothing is rotated",
+    ),
+}
+
+
+def honoured_together() -> dict:
+    """Every HONOURED variant's updates merged into one."""
+    combined: dict = {}
+    for updates, _, _ in HONOURED.values():
+        for key, value in updates.items():
+            combined.setdefault(key, {})
+            for k, v in value.items():
+                if isinstance(v, dict):
+                    combined[key].setdefault(k, {}).update(v)
+                else:
+                    combined[key][k] = v
+    return combined
+
+
+def k3_variant(updates: dict) -> ModelSpec:
+    """The tiny K3 with `updates` (model_fixtures.with_updates: validated as a spec)."""
+    from model_fixtures import with_updates
+
+    return with_updates(tiny("kimi-k3"), updates)

@@ -1,6 +1,6 @@
-"""A session program's jobs (dayone.programs.engines.session_jobs): one engine process takes every world size's jobs,
-runs every probe before the first forward (each probe is forked from that process, which must not have run a torch
-operation yet), and runs a world size's forwards only where its probe failed no level."""
+"""A session program's jobs (dayone.programs.engines.session_jobs): one engine process takes every run's jobs (a run:
+one adapter at one world size), runs every probe before the first forward (each probe is forked from that process,
+which must not have run a torch operation yet), and runs a run's forwards only where its probe failed no level."""
 
 from __future__ import annotations
 
@@ -22,25 +22,26 @@ def session_jobs():
     return module
 
 
-def jobs_for(tmp_path: Path, worlds: dict[int, tuple[str, ...]]) -> list[dict]:
+def jobs_for(tmp_path: Path, worlds: dict[int, tuple[str, ...]], adapter: str = "") -> list[dict]:
     """Per world size, as the driver lists them: its probe, then its forwards in each dtype."""
     jobs = []
     for world, dtypes in worlds.items():
-        out = tmp_path / f"ws{world}"
+        out = tmp_path / f"{adapter}ws{world}"
         out.mkdir()
-        jobs.append({"kind": "probe", "world_size": world, "out": str(out), "argv": [f"probe-{world}", str(out)]})
-        jobs += [{"kind": "forward", "world_size": world, "out": str(out / d), "argv": [f"forward-{world}-{d}"]}
+        run = {"run": str(out), "world_size": world}
+        jobs.append({"kind": "probe", **run, "out": str(out), "argv": [f"{adapter}probe-{world}", str(out)]})
+        jobs += [{"kind": "forward", **run, "out": str(out / d), "argv": [f"{adapter}forward-{world}-{d}"]}
                  for d in dtypes]  # fmt: skip
     return jobs
 
 
-def run(session_jobs, jobs: list[dict], failing: set[int]) -> list[str]:
-    """The programs called, in order; the probe of each world size in `failing` writes a failed level."""
+def run(session_jobs, jobs: list[dict], failing: set[str]) -> list[str]:
+    """The programs called, in order; each probe named in `failing` writes a failed level."""
     called = []
 
     def probe(argv):
         called.append(argv[0])
-        status = "fail" if int(argv[0].split("-")[1]) in failing else "pass"
+        status = "fail" if argv[0] in failing else "pass"
         levels = {"discovered": {"status": "pass"}, "built": {"status": status}}
         (Path(argv[1]) / "levels.json").write_text(json.dumps({"levels": levels}))
 
@@ -57,7 +58,13 @@ def test_every_probe_runs_before_the_first_forward(session_jobs, tmp_path):
 
 def test_a_failed_probe_stops_its_own_world_sizes_forwards_only(session_jobs, tmp_path):
     jobs = jobs_for(tmp_path, {1: ("float32", "bfloat16"), 2: ("float32",)})
-    assert run(session_jobs, jobs, failing={1}) == ["probe-1", "probe-2", "forward-2-float32"]
+    assert run(session_jobs, jobs, failing={"probe-1"}) == ["probe-1", "probe-2", "forward-2-float32"]
+
+
+def test_a_failed_probe_stops_its_own_adapters_forwards_only(session_jobs, tmp_path):
+    """Two adapters in one session, both at world size 1: a planted copy's failed probe leaves the other's forward."""
+    jobs = jobs_for(tmp_path, {1: ("float32",)}, "a-") + jobs_for(tmp_path, {1: ("float32",)}, "b-")
+    assert run(session_jobs, jobs, failing={"a-probe-1"}) == ["a-probe-1", "b-probe-1", "b-forward-1-float32"]
 
 
 def test_a_probe_that_wrote_nothing_counts_as_failed(session_jobs, tmp_path):
