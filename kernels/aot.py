@@ -125,10 +125,11 @@ def ptxas_report(ptx: str, arch: str) -> PtxasReport:
     return parse_ptxas_report(run.stderr + run.stdout)
 
 
-def _cuobjdump() -> Path:
+def _nvidia_tool(name: str) -> Path:
+    """A tool of the CUDA toolkit Triton bundles (cuobjdump, nvdisasm), the one matching its ptxas."""
     import triton
 
-    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
 
 
 def _check_compilable(spec: Specialization) -> None:
@@ -169,11 +170,17 @@ GLOBAL_WRITE = re.compile(
 
 
 def dump_cubin(cubin: Path) -> str:
-    """The resource usage and the SASS of a cubin, from one run of Triton's bundled cuobjdump."""
-    return subprocess.run(
-        [str(_cuobjdump()), "--dump-resource-usage", "--dump-sass", str(cubin)], capture_output=True, text=True,
-        check=True,
-    ).stdout  # fmt: skip
+    """The resource usage (cuobjdump) and the SASS of a cubin. The SASS comes from nvdisasm, the disassembler that
+    cuobjdump --dump-sass runs, here without its dataflow pass, which only names branch targets by label (the same
+    instructions): on a K3 cubin 0.45 s instead of 0.58 s, 0.40 s instead of 0.46 s on the smallest, of a cold build's
+    1.5 s or so."""
+
+    def run(*args: str) -> str:
+        return subprocess.run([*args, str(cubin)], capture_output=True, text=True, check=True).stdout
+
+    return run(str(_nvidia_tool("cuobjdump")), "--dump-resource-usage") + run(
+        str(_nvidia_tool("nvdisasm")), "-c", "-ndf"
+    )
 
 
 def writes_memory(dump: str) -> bool:
