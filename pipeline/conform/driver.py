@@ -160,8 +160,8 @@ def _say_planned(target: str, case: Case, plans: list[_Plan], cases: int) -> Non
              f"{target} process for {every}")  # fmt: skip
 
 
-def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], python: Path, session: bool, tails: list[str],
-            seconds: float) -> TargetReport:  # fmt: skip
+def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], python: Path, session: bool,
+            tails: list[str], seconds: float) -> TargetReport:  # fmt: skip
     """The case's report from what its jobs wrote (a session's, already run; else each world size's probe and
     forwards run here): each world size's levels, "loaded" by the judge, the forward against the reference tier."""
     report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])

@@ -5,12 +5,13 @@ Run with the SGLang peer environment's python (dayone is not installed there):
 
     python sglang_session.py --jobs JOBS.json
 
-JOBS.json: [{"kind": "probe" | "forward", "run", "world_size", "out", "argv"}, ...], argv the job's own script's arguments
-(sglang_probe.py: OUT/levels.json, sglang_forward.py: OUT/forward.json, each run here by its main(argv)). Importing
-SGLang takes about 6 s of one core, as long as a tiny model's whole forward: the driver's five engine processes of a
-run at world sizes 1 and 2 were mostly imports. The probes run first, then the forwards of each world size whose
-probe failed no level (session_jobs.run_jobs: the driver judges none after a failed level), and the driver, which
-judges "loaded" from the probe's dump, discards a forward that followed a load it found wrong.
+JOBS.json: [{"kind": "probe" | "forward", "run", "world_size", "out", "argv"}, ...], argv the job's own script's
+arguments (sglang_probe.py: OUT/levels.json, sglang_forward.py: OUT/forward.json, each run here by its main(argv)).
+Importing SGLang takes about 6 s of one core, as long as a tiny model's whole forward: the driver's five engine
+processes of a run at world sizes 1 and 2 were mostly imports. The probes run first, then the forwards of each run
+(one adapter at one world size) whose probe failed no level (session_jobs.run_jobs: the driver judges none after a
+failed level), and the driver, which judges "loaded" from the probe's dump, discards a forward that followed a load
+it found wrong.
 """
 
 from __future__ import annotations
