@@ -101,10 +101,8 @@ def conform_targets(target: str, cases: list[Case]) -> list[TargetReport]:
         cases = [replace(case, checkpoint=Path(case.checkpoint).resolve()) for case in cases]
         roots = [scratch if len(cases) == 1 else scratch / f"case-{i}" for i in range(len(cases))]
         prepared = [_prepare(target, python, case, root) for case, root in zip(cases, roots, strict=True)]
-        session = peers.session_script(target) is not None
-        tails: list[str] = []
-        seconds = 0.0
-        if session:
+        ran = None  # a session's (last error line, wall time): every case's jobs, run in one process
+        if peers.session_script(target) is not None:
             for case, entry in zip(cases, prepared, strict=True):
                 if not isinstance(entry, str):
                     _say_planned(target, case, entry[1], len(cases))
@@ -112,15 +110,15 @@ def conform_targets(target: str, cases: list[Case]) -> list[TargetReport]:
                     for job in (plan.probe, *plan.forwards)]  # fmt: skip
             if jobs:
                 start = time.monotonic()
-                tails = _execute(python, target, jobs, scratch)
-                seconds = round(time.monotonic() - start, 1)
+                tail = _execute(python, target, jobs, scratch)[0]
+                ran = tail, round(time.monotonic() - start, 1)
         reports = []
         for case, root, entry in zip(cases, roots, prepared, strict=True):
             if isinstance(entry, str):
                 reports.append(_not_installed(target, case, entry))
                 continue
             table, plans = entry
-            report = _judged(target, case, table, plans, python, session, tails[:1] * len(plans), seconds)
+            report = _judged(target, case, table, plans, python, ran)
             reports.append(_without_local_paths(report, {
                 str(peers.peers_root()): "<peers>", str(case.checkpoint): "<checkpoint>", tmp: "<scratch>",
                 str(Path(case.keep or root).resolve()): "<out>",
@@ -160,15 +158,18 @@ def _say_planned(target: str, case: Case, plans: list[_Plan], cases: int) -> Non
              f"{target} process for {every}")  # fmt: skip
 
 
-def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], python: Path, session: bool,
-            tails: list[str], seconds: float) -> TargetReport:  # fmt: skip
-    """The case's report from what its jobs wrote (a session's, already run; else each world size's probe and
-    forwards run here): each world size's levels, "loaded" by the judge, the forward against the reference tier."""
+def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], python: Path,
+            ran: tuple[str, float] | None) -> TargetReport:  # fmt: skip
+    """The case's report from what its jobs wrote: `ran`, the session's (last error line, wall time) when one ran
+    them all; None, each world size's probe and forwards run here. Each world size's levels, "loaded" by the judge,
+    the forward against the reference tier."""
     report = TargetReport(target=target, framework=target, version=RELEASES[target].version, runs=[])
     references = case.references
-    for plan, tail in zip(plans, tails or [""] * len(plans), strict=True):
+    for plan in plans:
         world, out, forwards = plan.world, plan.out, plan.forwards
-        if not session:
+        if ran is not None:
+            tail, seconds = ran
+        else:
             step(f"conform: {target} world size {world}: probing {', '.join(PROBED)}{plan.how}")
             start = time.monotonic()
             (tail,) = _execute(python, target, [plan.probe], out)
@@ -189,7 +190,7 @@ def _judged(target: str, case: Case, table: WeightMap, plans: list[_Plan], pytho
                 run.levels["forward"] = _level("not run", loaded.detail)
             else:
                 references = references or References(open_local(case.checkpoint), case.spec)
-                if session:
+                if ran is not None:
                     forward_tails = [tail] * len(forwards)
                 else:
                     step(f"conform: {target} world size {world}: forward in {', '.join(plan.dtypes)}")

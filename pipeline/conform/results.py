@@ -48,7 +48,7 @@ class Run(BaseModel):
     levels: dict[str, Level]  # every level of LEVELS, in the order the probe wrote them
     facts: dict[str, Any]  # what the framework reported of itself; shown, never judged here
     traceback: str | None = None  # vLLM's probe: the failing rank's traceback
-    seconds: float | None = None  # added by the driver: the probe's wall time (a session's: every world size's jobs)
+    seconds: float | None = None  # added by the driver: the probe's wall time (a session's: all the jobs it ran)
     problems: list[str] | None = None  # added by the driver: the first problems the judge found
     _order: tuple[str, ...] = PrivateAttr(default=DRIVER_ORDER)
 

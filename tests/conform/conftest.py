@@ -39,22 +39,21 @@ def vllm_batch(tmp_path_factory) -> dict[str, Conformed]:
     root = tmp_path_factory.mktemp("vllm-batch")
     spec = tiny(SPEC)
     checkpoint, adapter = prepare(root / "shipped", spec)
-    cases = {"shipped": (spec, checkpoint, adapter, (1, 2), ("float32", "bfloat16"))}
+    # the shipped adapter and its planted copies read one checkpoint: one reference tier's runs for their forwards
+    references = References(open_local(checkpoint), spec)
+    cases = {"shipped": Case(adapter, checkpoint, spec, (1, 2), references=references)}
     for name, (file, old, new, count, world, dtypes) in PLANTED_VLLM.items():
         copy = root / name / "vllm"
         shutil.copytree(adapter, copy)
         plant(copy, file, old, new, count)
-        cases[name] = (spec, checkpoint, copy, (world,), dtypes)
+        cases[name] = Case(copy, checkpoint, spec, (world,), forward_dtypes=dtypes, references=references)
     for name, updates in (("honoured-together", honoured_together()), ("new-model-type", NEW_MODEL_TYPE)):
         variant = k3_variant(updates)
         variant_checkpoint, variant_adapter = prepare(root / name, variant)
-        cases[name] = (variant, variant_checkpoint, variant_adapter, (1,), ("float32",))
-    # the shipped adapter and its planted copies read one checkpoint: one reference tier's runs for their forwards
-    references = {checkpoint: References(open_local(checkpoint), spec)}
-    reports = conform_targets("vllm", [Case(a, c, s, worlds, forward_dtypes=dtypes, references=references.get(c))
-                                       for s, c, a, worlds, dtypes in cases.values()])  # fmt: skip
-    return {name: Conformed(s, c, a, report)
-            for (name, (s, c, a, _, _)), report in zip(cases.items(), reports, strict=True)}  # fmt: skip
+        cases[name] = Case(variant_adapter, variant_checkpoint, variant, (1,), forward_dtypes=("float32",))
+    reports = conform_targets("vllm", list(cases.values()))
+    return {name: Conformed(case.spec, case.checkpoint, case.adapter, report)
+            for (name, case), report in zip(cases.items(), reports, strict=True)}  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -8,16 +8,7 @@ import pytest
 from conform_fixtures import HONOURED, NEW_MODEL_TYPE, SHORT_YARN_MLA, k3_variant, tiny
 from dayone.adapters.targets import vllm
 from dayone.core.errors import InputError
-from dayone.spec.schema import ModelSpec
 
-variant = k3_variant
-
-
-def model_source(spec: ModelSpec) -> str:
-    return next(text for path, text in vllm.files(spec).items() if path.endswith("/model.py"))
-
-
-# variant -> (spec updates, text the generated model.py has, text it must not have)
 REFUSED = {
     "YaRN positions past its cache": (
         SHORT_YARN_MLA,
@@ -37,7 +28,7 @@ REFUSED = {
 @pytest.mark.parametrize("name", HONOURED)
 def test_honoured_fields_show_in_the_generated_model(name):
     updates, present, absent = HONOURED[name]
-    files = vllm.files(variant(updates))
+    files = vllm.files(k3_variant(updates))
     text = (
         next(t for p, t in files.items() if p.endswith("/model.py"))
         + files[next(p for p in files if p.endswith("weight_table.py"))]
@@ -50,7 +41,7 @@ def test_honoured_fields_show_in_the_generated_model(name):
 def test_unsupported_fields_are_refused_in_one_line(name):
     updates, message = REFUSED[name]
     with pytest.raises(InputError) as caught:
-        vllm.files(variant(updates))
+        vllm.files(k3_variant(updates))
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
@@ -61,7 +52,7 @@ def test_honoured_variants_together_conform_in_vllm(vllm_batch):
 
 
 def test_a_new_model_type_registers_its_family_config():
-    init = next(t for p, t in vllm.files(variant(NEW_MODEL_TYPE)).items() if p.endswith("/__init__.py"))
+    init = next(t for p, t in vllm.files(k3_variant(NEW_MODEL_TYPE)).items() if p.endswith("/__init__.py"))
     assert 'MODEL_TYPE = "kimi_k4x"' in init and 'FAMILY_MODEL_TYPE = "kimi_k3"' in init
     assert 'FAMILY_ARCHITECTURE = "KimiK3ForConditionalGeneration"' in init
     shipped = next(t for p, t in vllm.files(tiny("kimi-k3")).items() if p.endswith("/__init__.py"))
