@@ -4,13 +4,18 @@ synth code), its vLLM adapter generated, and planted mistakes made by editing th
 from __future__ import annotations
 
 import sys
+import zlib
 from pathlib import Path
 
+import torch
 from dayone.adapters.targets import common, vllm
+from dayone.checkpoint.writer import write_checkpoint
+from dayone.spec.hf_config import to_hf_config
+from dayone.spec.manifest import Tensor, build_manifest
 from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 from dayone.synth.scale import scaled_spec
-from dayone.synth.write import write_synthetic
+from dayone.synth.write import SyntheticData, write_synthetic
 
 # The model tests' fixtures (spec variants through with_updates), as tests/generate and tests/validate use them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
@@ -58,13 +63,59 @@ def tiny(name: str, layers: int = LAYERS):
     return ModelSpec.model_validate(data)
 
 
-def prepare(root: Path, spec) -> tuple[Path, Path]:
-    """(checkpoint folder, generated vLLM adapter folder) of `spec` under root."""
+def prepare(root: Path, spec, load_only: bool = False) -> tuple[Path, Path]:
+    """(checkpoint folder, generated vLLM adapter folder) of `spec` under root; the checkpoint's weights drawn by
+    synth, or patterned (patterned_bytes) when the test only loads them."""
     checkpoint = root / "checkpoint"
-    write_synthetic(spec, checkpoint, seed=0, num_shards=2)
+    if load_only:
+        patterned_checkpoint(spec, checkpoint)
+    else:
+        write_synthetic(spec, checkpoint, seed=0, num_shards=2)
     adapter = root / "generated" / "vllm"
     common.write_tree(adapter, vllm.files(spec))
     return checkpoint, adapter
+
+
+# Patterned bytes for the large tensors of a checkpoint that only has to load (no forward reads it): every 16-bit
+# (32-bit) element keeps its sign and mantissa bits from a hash of (tensor name, position) and gets a fixed exponent
+# (2^-7: finite, normal), every MXFP4 scale byte lies in 120..127 (2^-7..1, never the NaN byte 255), packed codes are
+# any byte. A tensor read from the wrong file, rows or offset differs from its own. Drawing and quantizing the
+# faithful K3's 2.2 billion weights (dayone.synth) took half a minute of one core, this about 8 s. The small
+# tensors (norms, gates' A_log with its zero padding, biases) but the MXFP4 pairs are synth's own: the release
+# format has rules for them.
+PATTERNED_FROM_BYTES = 1 << 20
+_KEEP_SET = {  # dtype (role suffix for the MXFP4 pair) -> (bits kept from the hash, bits set), per 64-bit word
+    "BF16": (0x807F807F807F807F, 0x3C003C003C003C00),
+    "F16": (0x83FF83FF83FF83FF, 0x2000200020002000),
+    "F32": (0x807FFFFF807FFFFF, 0x3C0000003C000000),
+    ".scale": (0x0707070707070707, 0x7878787878787878),
+    ".packed": (-1, 0),
+}
+
+
+def patterned_bytes(t: Tensor) -> bytes:
+    """The raw bytes of manifest entry t, patterned as above."""
+    keep, bits = _KEEP_SET[next((s for s in (".scale", ".packed") if t.role.endswith(s)), t.dtype)]
+    words = torch.arange((t.nbytes + 7) // 8, dtype=torch.int64)
+    words.mul_(-7046029254386353131).add_(zlib.crc32(t.name.encode()))  # 0x9E3779B97F4A7C15, wrapping
+    words.bitwise_xor_(words >> 29).bitwise_and_(_as_int64(keep)).bitwise_or_(_as_int64(bits))
+    return words.numpy().tobytes()[: t.nbytes]
+
+
+def _as_int64(mask: int) -> int:
+    return mask - (1 << 64) if mask >= 1 << 63 else mask
+
+
+def patterned_checkpoint(spec, folder: Path, num_shards: int = 2) -> Path:
+    """A release-format checkpoint of `spec` whose large tensors are patterned_bytes, the others drawn by synth: for
+    tests that load it, not compute with it."""
+    drawn = SyntheticData(spec, seed=0)
+
+    def data(t: Tensor) -> bytes:
+        large = t.nbytes >= PATTERNED_FROM_BYTES or t.role.endswith((".packed", ".scale"))  # a pair is one draw
+        return patterned_bytes(t) if large else drawn(t)
+
+    return write_checkpoint(folder, to_hf_config(spec), list(build_manifest(spec).tensors), num_shards, data=data)
 
 
 def plant(adapter: Path, file: str, old: str, new: str, count: int = 1) -> None:
