@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
+from checkpoints import synthesize
 from cli_runner import integrate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,8 +127,7 @@ class Made:
 def made(tmp_path_factory) -> Made:
     root = tmp_path_factory.mktemp("json-documents")
     checkpoint = root / "ck"
-    synth = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", checkpoint)
-    assert synth.code == 0, synth.err
+    synthesize(checkpoint, "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1")
     generate = integrate("generate", checkpoint, "-o", root / "gen", "--target", "sglang", "--target", "vllm", "--json")
     report = root / "validate.json"
     validate = integrate("validate", checkpoint, "--tokens", "1,2,3,4", "--no-reload-check", "--report", report)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkpoints import synthesize
 from cli_runner import integrate
 
 # Runs `integrate ARGS` with a meta-path watcher in front; at exit, writes {module: stack} for the first import of
@@ -55,9 +56,7 @@ def assert_light(run: tuple[dict[str, str], str]) -> None:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tiny") / "kimi-k3-tiny"
-    result = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "-o", path)
-    assert result.code == 0, result.err
-    return path
+    return synthesize(path, "kimi-k3", "--scale", "tiny", "--layers", "4")
 
 
 @pytest.mark.parametrize(

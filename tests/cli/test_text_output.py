@@ -3,6 +3,7 @@ not applied) and can neither recolour the terminal, ring it, nor start a forged 
 
 from __future__ import annotations
 
+from checkpoints import synthesize
 from cli_runner import PROGRESS, integrate
 from dayone.present import plain, shown
 
@@ -34,8 +35,7 @@ def test_a_hostile_folder_name_is_printed_escaped(tmp_path):
 def test_validate_prints_a_hostile_checkpoint_name_escaped(tmp_path):
     """validate's report names the checkpoint as given, in a bold header: markup in the name is printed as written."""
     folder = tmp_path / HOSTILE.replace("/", "_")
-    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", folder)
-    assert made.code == 0, made.err
+    synthesize(folder, "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1")
     validated = integrate("validate", folder, "--tokens", "1,2,3,4", "--no-reload-check", env={"OMP_NUM_THREADS": "1"})
     assert validated.code == 0, validated.err
     assert "\x1b" not in validated.out and "\x07" not in validated.out
@@ -46,8 +46,7 @@ def test_validate_prints_a_hostile_checkpoint_name_escaped(tmp_path):
 def test_convert_names_the_side_files_it_copied_as_written(tmp_path):
     """A checkpoint's side files (tokenizer, chat template) keep their names: markup in one is printed as written."""
     source = tmp_path / "ck"
-    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", source)
-    assert made.code == 0, made.err
+    synthesize(source, "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1")
     (source / "tokenizer[bold].json").write_text("{}")
     converted = integrate("convert", "mxfp4-to-bf16", source, "-o", tmp_path / "bf16")
     assert converted.code == 0, converted.err

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from checkpoints import synthesize
 from cli_runner import integrate
 from dayone.dashboard.names import page_name
 from dayone.dashboard.serve import make_server
@@ -35,7 +36,7 @@ def built(tmp_path_factory) -> tuple[Path, dict]:
     """Reports (with real `integrate inspect --json` coverage of a skeleton checkpoint) -> built site."""
     root = tmp_path_factory.mktemp("dashboard")
     ckpt = root / "ckpt"
-    assert integrate("synth", LINEAR, "--skeleton", "-o", ckpt, "--shards", "2").code == 0
+    synthesize(ckpt, LINEAR, "--skeleton", "--shards", "2")
     inspected = integrate("inspect", ckpt, "--spec", LINEAR, "--json")
     assert inspected.code == 0, inspected.err
     (root / "coverage.json").write_text(inspected.out)
@@ -215,8 +216,7 @@ def test_the_model_page_says_where_each_check_ran_and_draws_the_noise_floor(page
     from sample_reports import report
 
     checkpoint = tmp_path / "ck"
-    made = integrate("synth", K3, "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", checkpoint)
-    assert made.code == 0, made.err
+    synthesize(checkpoint, K3, "--scale", "tiny", "--layers", "4", "--shards", "1")
     validated = integrate("validate", checkpoint, "--tokens", "1,2,3,4,5,6", "--no-reload-check", "--report",
                           tmp_path / "validate.json", env={"OMP_NUM_THREADS": "1"})  # fmt: skip
     assert validated.code == 0, validated.err

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from checkpoints import synthesize
 from cli_runner import integrate
 from dayone.checkpoint.spec_source import model_name, size_label
 from dayone.spec.derive import derive_spec
@@ -42,9 +43,7 @@ def test_a_release_config_is_named_as_its_shipped_spec(name):
 def two_folders(tmp_path_factory) -> tuple[Path, Path]:
     """One tiny K3 checkpoint in a folder named `ck` and a copy named `tiny`."""
     root = tmp_path_factory.mktemp("names")
-    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", root / "ck",
-                     env=ONE_THREAD)  # fmt: skip
-    assert made.code == 0, made.err
+    synthesize(root / "ck", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1")
     shutil.copytree(root / "ck", root / "tiny")
     return root / "ck", root / "tiny"
 

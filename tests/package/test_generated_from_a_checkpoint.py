@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from checkpoints import synthesize
 from cli_runner import integrate
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
@@ -14,9 +15,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 def test_header_command_reproduces_the_files_and_package_needs_no_spec(tmp_path):
     checkpoint = tmp_path / "CK"  # a folder name unlike the model's: nothing below may depend on it
-    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1", "-o", checkpoint,
-                     env=ONE_THREAD)  # fmt: skip
-    assert made.code == 0, made.err
+    synthesize(checkpoint, "kimi-k3", "--scale", "tiny", "--layers", "4", "--shards", "1")
     out = tmp_path / "gen"
     assert integrate("generate", checkpoint, "--target", "sglang", "-o", out, env=ONE_THREAD).code == 0
     before = _tree(out)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from checkpoints import synthesize
 from cli_runner import assert_bad_input, integrate
 from dayone.spec.planner import make_plan
 from dayone.spec.registry import load_spec, spec_to_dict
@@ -19,10 +20,7 @@ ONLY_PLAN = [arg for stage in ("generate", "conform", "compile", "validate", "pa
 @pytest.fixture(scope="module")
 def tiny_k3(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("stand-in") / "k3-tiny"
-    result = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "5", "--shards", "2", "-o", path,
-                       env=ONE_THREAD)  # fmt: skip
-    assert result.code == 0, result.err
-    return path
+    return synthesize(path, "kimi-k3", "--scale", "tiny", "--layers", "5", "--shards", "2")
 
 
 def test_plan_at_the_named_specs_widths(tiny_k3, tmp_path):

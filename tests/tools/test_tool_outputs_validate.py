@@ -6,6 +6,7 @@ Needs real, well-scaled weights: `integrate synth kimi-k3 --scale tiny` (93 laye
 from __future__ import annotations
 
 import pytest
+from checkpoints import synthesize
 from cli_runner import integrate
 
 
@@ -16,8 +17,7 @@ def ok(result) -> None:
 @pytest.fixture(scope="module")
 def tiny_k3(tmp_path_factory):
     path = tmp_path_factory.mktemp("synth") / "k3-tiny"
-    ok(integrate("synth", "kimi-k3", "--scale", "tiny", "--shards", "3", "-o", path))
-    return path
+    return synthesize(path, "kimi-k3", "--scale", "tiny", "--shards", "3")
 
 
 @pytest.fixture(scope="module")

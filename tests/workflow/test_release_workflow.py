@@ -25,7 +25,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from cli_runner import integrate
+from checkpoints import synthesize
 from dayone.checks.releases import cache_dir
 from dayone.compile_stage import KERNEL_CACHE_ENV
 from gha_runner import FAILURE, SKIPPED, SUCCESS, Event, Runner
@@ -162,8 +162,7 @@ def hub_cache(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("hf")
     commit = HUB_COMMIT
     repo = home / "hub" / f"models--{HUB_REPO.replace('/', '--')}"
-    made = integrate("synth", "kimi-k3", "--scale", "tiny", "--layers", "4", "-o", repo / "snapshots" / commit)
-    assert made.code == 0, made.err
+    synthesize(repo / "snapshots" / commit, "kimi-k3", "--scale", "tiny", "--layers", "4")
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     return home
