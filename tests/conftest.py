@@ -70,12 +70,14 @@ def shared_kernel_cache(tmp_path_factory):
         yield shared
 
 
-# The groups, costliest first: seconds of one worker in a CI run of the whole suite on 2 cores (timestamps of each
-# test's start and end per worker, 2026-12-04). Groups start in this order, each on the first worker free, so the
-# long ones overlap from the start and the last minutes are short groups filling both workers, not one long group
-# running alone (a run in collection order ended with validate and tools on one worker, 84 s after the other).
-GROUP_COST_ORDER = ("readme", "conform", "megatron", "kernels", "generate", "drill", "hostile", "checkpoint", "model",
-                    "package", "benchmarks", "tools", "dashboard", "validate", "synth", "release", "spec")  # fmt: skip
+# The groups, costliest first: seconds of one worker in a run of the whole suite on 2 cores, caches empty as on a
+# new runner (timestamps of each test's start and end per worker, 2026-12-05: readme 569, kernels 211, conform 198,
+# megatron 191, generate 156, drill 121, hostile 115, checkpoint 94, validate 82, model 74, tools 44, package 40,
+# benchmarks 33, dashboard 26, spec 17, synth 17, release 15). Groups start in this order, each on the first worker
+# free (longest first), so the long ones overlap from the start and the last minutes are short groups filling both
+# workers, not one long group running alone (that run, in the order before, ended with validate alone for 29 s).
+GROUP_COST_ORDER = ("readme", "kernels", "conform", "megatron", "generate", "drill", "hostile", "checkpoint", "validate",
+                    "model", "tools", "package", "benchmarks", "dashboard", "spec", "synth", "release")  # fmt: skip
 
 
 def group_of(nodeid: str) -> str:
