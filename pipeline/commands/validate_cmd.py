@@ -46,6 +46,12 @@ def validate(
     """Validate CHECKPOINT's numbers: CANDIDATE tier vs REFERENCE on fixed token sequences (teacher forcing)."""
     from dayone.checkpoint import open_checkpoint
     from dayone.checkpoint.spec_source import spec_for_checkpoint
+
+    transformers_torch_path()
+    # The arguments are parsed here, once: the library gets the open checkpoint and its spec, not their names. Both
+    # are read before the numerics are imported (torch: 2 s), so a missing or malformed checkpoint is refused at once.
+    opened = open_checkpoint(checkpoint)
+    spec = spec_for_checkpoint(opened, spec_arg)
     from dayone.reports.files import write_report
     from dayone.validate import Options
     from dayone.validate import validate as run
@@ -53,10 +59,6 @@ def validate(
 
     options = Options(reference=reference, tokens=tokens, candidate=candidate, routing=routing,
                       reload_check=reload_check, device=device, kernels=kernels)  # fmt: skip
-    transformers_torch_path()
-    # The arguments are parsed here, once: the library gets the open checkpoint and its spec, not their names.
-    opened = open_checkpoint(checkpoint)
-    spec = spec_for_checkpoint(opened, spec_arg)
     if on_a_terminal() and not as_json:  # rich's spinner shows the layer; off a terminal a line per layer
         with console.status("validate: starting") as status:
             set_step_sink(lambda text: status.update(shown(text)))

@@ -37,14 +37,16 @@ main()
 """
 
 
-def heavy_imports(tmp_path: Path, *args, python=sys.executable, cwd=None, env=None) -> tuple[dict[str, str], str]:
-    """Run `integrate ARGS` (exit 0 required): ({heavy package: where it was first imported}, stdout)."""
+def heavy_imports(
+    tmp_path: Path, *args, python=sys.executable, cwd=None, env=None, code=0
+) -> tuple[dict[str, str], str]:
+    """Run `integrate ARGS` (exit `code` required): ({heavy package: where it was first imported}, stdout)."""
     report = tmp_path / f"imports-{len(list(tmp_path.glob('imports-*')))}.json"
     full_env = {**(env or os.environ), "IMPORTS_REPORT": str(report)}
     full_env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run([python, "-c", DRIVER, *map(str, args)], capture_output=True, text=True, cwd=cwd,
                           env=full_env, timeout=600, check=False)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(report.read_text()), proc.stdout
 
 
@@ -78,6 +80,11 @@ def test_spec_derive_and_inspect(tmp_path, tiny):
     assert_light(heavy_imports(tmp_path, "spec", "derive", tiny, "-o", tmp_path / "spec.yaml"))
     assert_light(heavy_imports(tmp_path, "inspect", tiny))
     assert_light(heavy_imports(tmp_path, "inspect", tiny, "--json", "--spec", tmp_path / "spec.yaml"))
+
+
+def test_validate_refuses_a_missing_checkpoint_before_the_numerics(tmp_path):
+    """Bad input is answered at once: validate reads the checkpoint before it imports torch (2 s) for the numbers."""
+    assert_light(heavy_imports(tmp_path, "validate", tmp_path / "absent", code=2))
 
 
 def test_package_publish_dashboard(tmp_path):
