@@ -12,13 +12,13 @@ import torch
 from click.testing import CliRunner
 from dayone.cli import cli
 from safetensors.torch import load_file, save_file
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     # 4 layers: the first MLA layer is the 4th (transformers' reference needs one attention layer for its cache)
-    return synthesize(tmp_path_factory, "dtype", layers=4)
+    return tiny_kimi_linear(tmp_path_factory, "dtype", layers=4)
 
 
 def _restore(root: Path, change) -> None:

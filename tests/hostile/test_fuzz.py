@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from dayone.cli import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 SECONDS_PER_EXAMPLE = 30
 PEAK_RSS_GB = 6
@@ -57,7 +57,7 @@ RAW_TEXTS = st.sampled_from(
 def tiny(tmp_path_factory) -> Path:
     """Kimi Linear at tiny width, 4 layers, one shard with an index: 151 tensors, 0.6 MB (one shard: inspect reads it
     in-process, the cheapest example; the two-shard fixture below covers the worker processes)."""
-    return synthesize(tmp_path_factory, "fuzz", layers=4)
+    return tiny_kimi_linear(tmp_path_factory, "fuzz", layers=4)
 
 
 def _paths(node, prefix=()):
@@ -144,7 +144,7 @@ def check_contract(command: str, root: Path, what: str) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_two_shards(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "fuzz2", layers=4, shards=2)
+    return tiny_kimi_linear(tmp_path_factory, "fuzz2", layers=4, shards=2)
 
 
 @pytest.mark.parametrize("command", EXAMPLES)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from dayone.cli import cli
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "found", layers=2)
+    return tiny_kimi_linear(tmp_path_factory, "found", layers=2)
 
 
 def _edit_header(shard: Path, edit) -> None:

@@ -16,7 +16,7 @@ from dayone.cli import cli
 from dayone.run.state import read_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 INDEX = "model.safetensors.index.json"
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40)
@@ -34,7 +34,7 @@ SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "index-fuzz", layers=2)
+    return tiny_kimi_linear(tmp_path_factory, "index-fuzz", layers=2)
 
 
 @st.composite

@@ -26,7 +26,7 @@ from dayone.cli import cli
 from dayone.core.errors import InputError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 RENAMED = "model.norm.weight"
 INDEX = "model.safetensors.index.json"
@@ -35,7 +35,7 @@ TERMINAL_CONTROLS = ("\x1b", "\x07", "\x00", "\r")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "names", layers=2)
+    return tiny_kimi_linear(tmp_path_factory, "names", layers=2)
 
 
 def _copy(tiny: Path, root: Path) -> Path:

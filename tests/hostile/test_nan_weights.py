@@ -16,14 +16,14 @@ from dayone.checkpoint.finite import check_finite
 from dayone.checkpoint.reader import open_local
 from dayone.cli import cli
 from dayone.core.errors import InputError
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 POISONED = "model.layers.1.block_sparse_moe.experts.0.w1.weight"
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "nan", layers=2)
+    return tiny_kimi_linear(tmp_path_factory, "nan", layers=2)
 
 
 def _poison(tiny: Path, root: Path, bits: int, element: int = 5) -> Path:

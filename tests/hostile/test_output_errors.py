@@ -21,12 +21,12 @@ import pytest
 from cli_runner import integrate
 from click.testing import CliRunner
 from dayone.cli import cli
-from tiny_checkpoint import synthesize
+from tiny_checkpoint import tiny_kimi_linear
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    return synthesize(tmp_path_factory, "outputs", layers=2)
+    return tiny_kimi_linear(tmp_path_factory, "outputs", layers=2)
 
 
 @pytest.fixture(scope="module")
