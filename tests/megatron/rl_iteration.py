@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayone.adapters.megatron.peer import RELEASE
+from dayone.programs.megatron.runner import peer_environment
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -115,7 +116,7 @@ def run_iteration(root: Path) -> Iteration:
              "--miles", str(tree), "--checkpoint", str(checkpoint), "--rollout", str(engine_out / "rollout.json"),
              "--out", str(trainer_out)],
             capture_output=True, text=True, timeout=900, check=False,
-            env=dict(env, PYTHONPATH=str(MEGATRON_PEER), PYTHONWARNINGS="ignore"),
+            env=peer_environment(MEGATRON_PEER, env),
         )  # fmt: skip
         seconds["trainer"] = round(time.monotonic() - start, 1)
         assert (trainer_out / "trainer.json").is_file(), proc.stderr[-3000:]

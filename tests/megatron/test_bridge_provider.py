@@ -6,10 +6,11 @@ and the registry of real mapping classes maps every parameter and checkpoint ten
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from dayone.programs.megatron.runner import peer_environment
 
 HERE = Path(__file__).parent
 PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
@@ -17,7 +18,7 @@ PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
 
 def test_bridge_provider_builds_the_model_and_maps_every_tensor(tmp_path):
     assert (PEER / "omegaconf-2.3.0.dist-info").is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dayone.programs.megatron.check_bridge", "kimi-k3", str(tmp_path)],
         capture_output=True, text=True, env=env, timeout=600, check=False,

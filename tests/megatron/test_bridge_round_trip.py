@@ -6,13 +6,13 @@ after model_bridge.py, which needs TransformerEngine: registration and AutoBridg
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from dayone.adapters.megatron.peer import RELEASE
+from dayone.programs.megatron.runner import peer_environment
 
 PEER = Path(__file__).resolve().parents[2] / ".venv" / "peers" / "megatron"
 
@@ -20,7 +20,7 @@ PEER = Path(__file__).resolve().parents[2] / ".venv" / "peers" / "megatron"
 @pytest.mark.parametrize("parallel", [(), ("--world-size", "2", "--tp", "2", "--ep", "2")], ids=["tp1", "tp2-ep2"])
 def test_round_trip_is_bitwise(parallel, tmp_path):
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dayone.programs.megatron.bridge_round_trip", "kimi-k3", str(tmp_path / "out"), *parallel],
         capture_output=True, text=True, env=env, timeout=600, check=False,

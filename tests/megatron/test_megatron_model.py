@@ -9,13 +9,13 @@ get a gradient on its rank gets a finite non-zero one. `dayone.programs.megatron
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from dayone.adapters.megatron.peer import CORE, RELEASE
+from dayone.programs.megatron.runner import peer_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER = ROOT / ".venv" / "peers" / "megatron"
@@ -25,7 +25,7 @@ def run_verify(*args: str) -> tuple[int, dict, str]:
     assert (PEER / RELEASE).is_dir(), (
         f"megatron-core {CORE.version} is not installed in {PEER}: run bash .ci/setup.d/30-megatron.sh"
     )
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dayone.programs.megatron.verify", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,

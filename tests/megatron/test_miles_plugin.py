@@ -6,7 +6,6 @@ patch is pinned to a Miles commit and file blob."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from types import SimpleNamespace
 
 from dayone.adapters.megatron.peer import RELEASE
 from dayone.adapters.targets import common, megatron_bridge, miles
+from dayone.programs.megatron.runner import peer_environment
 from dayone.spec.registry import load_spec
 
 HERE = Path(__file__).parent
@@ -23,7 +23,7 @@ PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
 
 def run_worker(tmp_path, *args: str) -> dict:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dayone.programs.megatron.check_miles", args[0], str(tmp_path), *args[1:]],
         capture_output=True, text=True, env=env, timeout=600, check=False,

@@ -9,7 +9,6 @@ Router on the same logits: the same set of experts for every token, and weights 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from dayone.adapters.megatron.config import model_fields, router_refusals
 from dayone.adapters.megatron.peer import RELEASE
 from dayone.adapters.targets import megatron_bridge, miles
 from dayone.core.errors import InputError
+from dayone.programs.megatron.runner import peer_environment
 from dayone.programs.megatron.verify import tiny_stand_in
 from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
@@ -120,7 +120,7 @@ def test_megatron_core_routes_grouped_tokens_as_the_reference(tmp_path, correcti
     spec = kimi_linear_router(num_groups=4, topk_groups=2, experts_per_token=4, correction_bias=correction_bias)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec_to_dict(spec), sort_keys=False))
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-c", ROUTING_SCRIPT, str(path)], capture_output=True, text=True, env=env, timeout=300,
         check=False,

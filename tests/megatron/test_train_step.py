@@ -6,19 +6,19 @@ derived tensors kept out of autograd) must be reported."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from dayone.adapters.megatron.peer import RELEASE
+from dayone.programs.megatron.runner import peer_environment
 
 PEER = Path(__file__).resolve().parents[2] / ".venv" / "peers" / "megatron"
 
 
 def run_step(*args: str) -> tuple[int, dict]:
     assert (PEER / RELEASE).is_dir(), f"run bash .ci/setup.d/30-megatron.sh ({PEER})"
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "dayone.programs.megatron.train_step", "kimi-k3", *args],
         capture_output=True, text=True, env=env, timeout=600, check=False,

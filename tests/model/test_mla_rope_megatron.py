@@ -7,7 +7,6 @@ With megatron-core left NoPE the same check reads 0.24 (measured once when this 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from dayone.adapters.megatron.config import NoMegatronForm, configure, model_fields, rope_fields
+from dayone.programs.megatron.runner import peer_environment
 from dayone.spec.registry import load_spec, spec_to_yaml
 from model_fixtures import with_updates
 
@@ -35,7 +35,7 @@ def test_megatron_rotary_mla_matches_the_reference_tier(tmp_path):
     assert (PEER / "megatron_core-0.16.1.dist-info").is_dir(), "run bash .ci/setup.d/30-megatron.sh"
     path = tmp_path / "kimi-k3-rope.yaml"
     path.write_text(spec_to_yaml(rope_k3({"theta": 50000.0, "scaling": YARN})))
-    env = dict(os.environ, PYTHONPATH=str(PEER), PYTHONWARNINGS="ignore")
+    env = peer_environment(PEER)
     proc = subprocess.run([sys.executable, "-P", "-m", "dayone.programs.megatron.verify", str(path)], capture_output=True,
                           text=True, env=env, timeout=600, check=False)  # fmt: skip
     start = proc.stdout.find("{")

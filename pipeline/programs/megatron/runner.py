@@ -106,11 +106,20 @@ def _run(spec: ModelSpec, checks: list[str], timeout: int = 900) -> dict[str, di
     return {c: _report(PROGRAMS[c], ran[c]["returncode"], ran[c]["output"], ran[c]["errors"]) for c in checks}
 
 
+def peer_environment(peer: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a Megatron program runs in: `base` (this process's by default) with the peer on PYTHONPATH.
+
+    TORCHDYNAMO_DISABLE: megatron-core wraps its fusions (the router's among them) in torch.compile (its jit_fuser,
+    which Megatron-LM's --disable-jit-fuser turns off); on these CPU checks dynamo's tracing fuses nothing and took
+    a fifth of a batch's CPU (3 s of 14 for the tiny K3), besides inductor's C++ build of each fusion where its
+    cache is empty, as on a new CI runner. The functions run as written, eagerly. The tests that start a program
+    themselves take this environment too, so that they check the model the way the runner runs it."""
+    return dict(os.environ if base is None else base, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore",
+                TORCHDYNAMO_DISABLE="1")  # fmt: skip
+
+
 def _start(args: list[str], peer: Path, timeout: int):
-    # TORCHDYNAMO_DISABLE: megatron-core wraps its fusions (the router's among them) in torch.compile (its jit_fuser,
-    # which Megatron-LM's --disable-jit-fuser turns off); on these CPU checks dynamo's tracing fuses nothing and took
-    # a fifth of a batch's CPU (3 s of 14 for the tiny K3). The functions run as written, eagerly.
-    env = dict(os.environ, PYTHONPATH=str(peer), PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
+    env = peer_environment(peer)
     # In a process group that dies with dayone (a SIGKILLed run left this child running), killed whole on timeout.
     # -P: the working directory stays off sys.path. Run from a checkout, its top-level folders are dayone's
     # subpackages and `kernels` would hide Hugging Face's `kernels`, which transformers >= 5.25 imports.
