@@ -20,7 +20,12 @@ SETUP_SCRIPTS = {"vllm": ".ci/setup.d/10-vllm.sh", "sglang": ".ci/setup.d/11-sgl
 
 
 def peers_root() -> Path:
-    return Path(os.environ.get("DAYONE_PEERS") or Path(sys.prefix) / "peers")
+    """The folder of the peer environments, its links resolved. A peer's python finds its packages from the path it
+    is started by, and PyTorch's inductor keys each C++ build of a compiled function (vLLM's sampler and embedding
+    helpers) by the include paths derived from it: a peers folder reached through a link (a second checkout sharing
+    the first one's peers) would build every one of them again into the same cache (5 builds, 11 s of one core in a
+    README run here)."""
+    return Path(os.environ.get("DAYONE_PEERS") or Path(sys.prefix) / "peers").resolve()
 
 
 def peer_python(framework: str) -> Path | None:
