@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.programs.megatron.runner import peer_environment
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MEGATRON_PEER = ROOT / ".venv" / "peers" / "megatron"
+MEGATRON_PEER = peer_path()
 MILES_FILES = ROOT / "tests" / "data" / "vendor" / "miles-c7969ad1f"
 SESSION = ROOT / "pipeline" / "programs" / "engines" / "vllm_rl_session.py"
 SPEC = "kimi-k3"

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
+from dayone.adapters.megatron.peer import peer_path
 from dayone.programs.megatron.runner import peer_environment
 
-HERE = Path(__file__).parent
-PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 def test_bridge_provider_builds_the_model_and_maps_every_tensor(tmp_path):

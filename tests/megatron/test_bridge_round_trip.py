@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.programs.megatron.runner import peer_environment
 
-PEER = Path(__file__).resolve().parents[2] / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 @pytest.mark.parametrize("parallel", [(), ("--world-size", "2", "--tp", "2", "--ep", "2")], ids=["tp1", "tp2-ep2"])

@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from dayone.adapters.megatron.peer import CORE, RELEASE
+from dayone.adapters.megatron.peer import CORE, RELEASE, peer_path
 from dayone.programs.megatron.runner import peer_environment
 
-ROOT = Path(__file__).resolve().parents[2]
-PEER = ROOT / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 def run_verify(*args: str) -> tuple[int, dict, str]:

@@ -9,16 +9,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.adapters.targets import common, megatron_bridge, miles
 from dayone.programs.megatron.runner import peer_environment
 from dayone.spec.registry import load_spec
 
-HERE = Path(__file__).parent
-PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 def run_worker(tmp_path, *args: str) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dayone.adapters.megatron.config import model_fields, router_refusals
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.adapters.targets import megatron_bridge, miles
 from dayone.core.errors import InputError
 from dayone.programs.megatron.runner import peer_environment
@@ -25,7 +25,7 @@ from dayone.spec.registry import load_spec, spec_to_dict
 from dayone.spec.schema import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-PEER = ROOT / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 def kimi_linear_router(**router) -> ModelSpec:

@@ -25,7 +25,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from dayone.adapters.megatron import vendor
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.adapters.pins import RELEASES, TARGET_RELEASES
 from dayone.adapters.targets import common, megatron_bridge, miles
 from dayone.programs.megatron import check_bridge
@@ -35,7 +35,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 HERE = Path(__file__).parent
-PEER = HERE.parents[1] / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 LIMIT = 1e-5
 GENERATORS = {"miles": miles, "megatron-bridge": megatron_bridge}
 # The main venv's versions of what the packages declare unpinned: the fresh venv gets the same builds (torch

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from dayone.adapters.megatron.peer import RELEASE
+from dayone.adapters.megatron.peer import RELEASE, peer_path
 from dayone.programs.megatron.runner import peer_environment
 
-PEER = Path(__file__).resolve().parents[2] / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 
 
 def run_step(*args: str) -> tuple[int, dict]:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from dayone.adapters.megatron.config import NoMegatronForm, configure, model_fields, rope_fields
+from dayone.adapters.megatron.peer import peer_path
 from dayone.programs.megatron.runner import peer_environment
 from dayone.spec.registry import load_spec, spec_to_yaml
 from model_fixtures import with_updates
 
-ROOT = Path(__file__).resolve().parents[2]
-PEER = ROOT / ".venv" / "peers" / "megatron"
+PEER = peer_path()
 YARN = {"kind": "yarn", "factor": 32.0, "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
         "mscale": 1.0, "mscale_all_dim": 0.7}  # fmt: skip
 
